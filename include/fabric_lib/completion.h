@@ -1,0 +1,55 @@
+// Completion sinks: how an accepted operation (or an imm expectation) reports that it ended.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "fabric_lib/status.h"
+
+namespace fabric_lib {
+
+// A pair of counters the caller polls. One request adds exactly 1 to `done` (success) or to
+// `errors` (any failure, Cancelled included). The counter must outlive every request that
+// reports to it. Several requests may share one counter.
+struct CompletionCounter {
+  std::atomic<uint64_t> done{0};
+  std::atomic<uint64_t> errors{0};
+
+  uint64_t finished() const { return done.load(std::memory_order_acquire) + errors.load(std::memory_order_acquire); }
+  // Sleep-polls until finished() >= n; false on timeout.
+  bool wait_for(uint64_t n, std::chrono::milliseconds timeout) const;
+};
+
+// Called once with the final status. Runs on the engine's callback thread (never on a worker),
+// so it may call the engine (submits included) but should not block for long.
+using CompletionCallback = std::function<void(const Status&)>;
+
+// Where one operation's single completion goes.
+class Completion {
+ public:
+  enum class Kind : uint8_t { kNone, kCallback, kCounter };
+
+  // Nobody is told; failures are only logged. For fire-and-forget traffic.
+  Completion() = default;
+  static Completion callback(CompletionCallback fn);
+  static Completion counter(CompletionCounter& c);
+
+  Kind kind() const { return kind_; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+
+  // Delivers inline on the calling thread. The engine calls this only on its callback thread for
+  // callbacks; counters are bumped wherever the operation ends.
+  void deliver_now(const Status& status);
+  // The callback, for dispatch elsewhere (moves it out).
+  CompletionCallback take_callback() { return std::move(fn_); }
+
+ private:
+  Kind kind_ = Kind::kNone;
+  CompletionCallback fn_;
+  CompletionCounter* counter_ = nullptr;
+};
+
+}  // namespace fabric_lib

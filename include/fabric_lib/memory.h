@@ -1,0 +1,113 @@
+// Memory registration types: access rights, the local MrHandle and the remote MrDesc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fabric_lib/domain_address.h"
+#include "fabric_lib/status.h"
+
+namespace fabric_lib {
+
+// What peers may do with a registered region. Local use (as the source of writes and sends) is
+// always allowed.
+enum class Access : uint8_t {
+  kLocalOnly = 0,
+  kRemoteWrite = 1,  // peers may WRITE into it (the region can be a MrDesc target)
+  kRemoteRead = 2,   // peers may READ from it (reserved: no READ operation is exposed yet)
+  kRemoteReadWrite = 3,
+};
+constexpr Access operator|(Access a, Access b) {
+  return static_cast<Access>(static_cast<uint8_t>(a) | static_cast<uint8_t>(b));
+}
+constexpr bool has_access(Access set, Access bit) {
+  return (static_cast<uint8_t>(set) & static_cast<uint8_t>(bit)) == static_cast<uint8_t>(bit);
+}
+
+// Where the registered bytes live.
+enum class MemoryKind : uint8_t {
+  kHost = 0,  // ordinary (pageable or pinned) host memory
+  kCuda = 1,  // CUDA device memory (needs a CUDA build and an HMEM-capable domain)
+};
+
+// Which transport produced a descriptor. A descriptor can only be used by an engine whose
+// domains are of the same transport.
+enum class TransportKind : uint8_t {
+  kLibfabric = 1,
+  kNvlink = 2,
+};
+
+// Local handle of a registered region, returned by TransferEngine::register_memory.
+// A plain value: copying it does not keep the registration alive.
+struct MrHandle {
+  uint64_t id = 0;  // 0 = none
+  bool valid() const { return id != 0; }
+  friend bool operator==(MrHandle a, MrHandle b) { return a.id == b.id; }
+};
+
+// What a peer needs to reach a region through one domain of the owning engine's group.
+struct MrDomainEntry {
+  DomainAddress address;  // the owning domain's address
+  uint64_t rkey = 0;      // remote key of the region on that domain
+  // Remote address of byte 0 of the region on that domain: the virtual address when the provider
+  // uses FI_MR_VIRT_ADDR, 0 when remote addresses are offsets (e.g. libfabric tcp).
+  uint64_t addr_base = 0;
+  // Transport-specific bytes (e.g. a CUDA IPC handle for the nvlink domain); may be empty.
+  std::vector<uint8_t> transport_blob;
+
+  friend bool operator==(const MrDomainEntry&, const MrDomainEntry&) = default;
+};
+
+// Format limits enforced by MrDesc::create and MrDesc::from_bytes.
+inline constexpr size_t kMaxDomainsPerGroup = 16;
+inline constexpr size_t kMaxTransportBlobBytes = 1024;
+inline constexpr uint8_t kMrDescFormatVersion = 1;
+
+// Remote memory region descriptor: everything a peer needs to WRITE into a registered region.
+// Immutable and cheap to copy (shared internally). Travels between processes as bytes or hex;
+// from_bytes validates every field, since the bytes come from the network.
+//
+// Wire format (little endian), version 1:
+//   "FLMD" | u8 version | u8 transport | u8 access | u8 memory kind | u64 ptr | u64 length |
+//   u16 domain count | per domain: u16 address length, address, u64 rkey, u64 addr_base,
+//                                  u16 blob length, blob
+class MrDesc {
+ public:
+  MrDesc() = default;  // empty; every submit rejects it
+
+  static Result<MrDesc> create(TransportKind transport, MemoryKind kind, uint64_t ptr, uint64_t length,
+                               Access access, std::vector<MrDomainEntry> domains);
+  static Result<MrDesc> from_bytes(std::span<const uint8_t> bytes);
+  static Result<MrDesc> from_hex(std::string_view hex);
+
+  std::vector<uint8_t> to_bytes() const;
+  std::string to_hex() const;
+
+  bool empty() const { return data_ == nullptr; }
+  TransportKind transport() const;
+  MemoryKind memory_kind() const;
+  uint64_t ptr() const;     // the owner's virtual address of byte 0 (informational)
+  uint64_t length() const;  // bytes in the region
+  Access access() const;
+  size_t num_domains() const;
+  const MrDomainEntry& domain(size_t i) const;  // an empty entry when i >= num_domains()
+
+  friend bool operator==(const MrDesc& a, const MrDesc& b);
+
+ private:
+  struct Data;
+  std::shared_ptr<const Data> data_;
+};
+
+// A local registration: the handle used as a source, and the descriptor to give to peers.
+struct MrRegistration {
+  MrHandle handle;
+  MrDesc desc;
+};
+
+}  // namespace fabric_lib

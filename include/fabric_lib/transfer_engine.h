@@ -1,0 +1,191 @@
+// TransferEngine: RDMA-style point-to-point transfers (WRITE, WRITE_WITH_IMM, SEND/RECV) over
+// one or more groups of domains (NICs), with imm counting that assumes no network ordering.
+//
+// THREAD SAFETY. Every method of TransferEngine may be called from any thread, concurrently,
+// including from inside completion, receive and imm callbacks, with two exceptions:
+//   - stop() (and the destructor) must not be called from a callback: stop() returns
+//     FailedPrecondition there, since it waits for the callback thread to finish.
+//   - register_memory() / unregister_memory() / add_peer_group() / forget_peer() wait for the
+//     group's worker to apply them (microseconds); they are safe from callbacks, but a callback
+//     that registers memory delays the callbacks queued behind it.
+// Submits never block: they validate, queue the request for the group's worker and return.
+//
+// COMPLETION. A submit either fails synchronously with a Status and has no side effect, or is
+// accepted (returns a TransferId) and later completes exactly once through its Completion: Ok,
+// or an error with a reason (provider error, Cancelled by stop()). A write's Ok means the source
+// buffer may be reused and, where the provider grants delivery-complete semantics (tcp, shm,
+// udp;ofi_rxd, efa), that the bytes have reached the target. Use imm counting at the target to
+// learn that data arrived.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fabric_lib/completion.h"
+#include "fabric_lib/domain_address.h"
+#include "fabric_lib/imm_counter.h"
+#include "fabric_lib/memory.h"
+#include "fabric_lib/requests.h"
+#include "fabric_lib/status.h"
+
+namespace fabric_lib {
+
+using TransferId = uint64_t;
+
+// How a group's worker waits when there is nothing to do.
+enum class IdlePolicy : uint8_t {
+  kSpin,      // poll continuously: lowest latency, one busy core per group
+  kAdaptive,  // spin briefly after activity, then block on the completion queue's fd (or back off)
+};
+
+// Receives one message posted with submit_send. The bytes are valid only during the call.
+using RecvCallback = std::function<void(std::span<const uint8_t> message)>;
+// Reports a failed receive (e.g. a message longer than the posted buffer) or, once, Cancelled
+// at stop().
+using RecvErrorCallback = std::function<void(const Status& status)>;
+
+namespace detail {
+struct PeerGroupData;
+class EngineCore;
+}  // namespace detail
+
+// A fixed set of destination regions resolved once (address-vector entries inserted ahead of
+// time), for repeated scatters to the same peers (e.g. MoE dispatch). Cheap to copy.
+class PeerGroup {
+ public:
+  PeerGroup() = default;
+  size_t size() const;
+  const MrDesc& desc(size_t i) const;
+  bool empty() const { return data_ == nullptr; }
+
+ private:
+  friend class detail::EngineCore;
+  std::shared_ptr<const detail::PeerGroupData> data_;
+};
+
+// Counters of an engine's activity since it was built.
+struct EngineStats {
+  uint64_t requests_submitted = 0;
+  uint64_t requests_completed = 0;  // delivered Ok
+  uint64_t requests_failed = 0;     // delivered with an error (Cancelled included)
+  uint64_t wrs_posted = 0;
+  uint64_t imms_received = 0;
+  uint64_t messages_received = 0;
+};
+
+class TransferEngine {
+ public:
+  ~TransferEngine();  // calls stop() if needed
+  TransferEngine(const TransferEngine&) = delete;
+  TransferEngine& operator=(const TransferEngine&) = delete;
+
+  // --- identity -----------------------------------------------------------------------------
+  // Address of domain 0 of group 0: where submit_send() messages for this engine go.
+  DomainAddress main_address() const;
+  // Addresses of every domain of `group` (empty when out of range).
+  std::vector<DomainAddress> domain_addresses(size_t group = 0) const;
+  size_t num_groups() const;
+  size_t num_domains() const;  // per group
+  std::string provider() const;  // as resolved, e.g. "tcp;ofi_rxm"
+
+  // --- memory -------------------------------------------------------------------------------
+  // Registers [ptr, ptr + length) on every domain of `group`. Host memory in this build;
+  // kCuda returns Unsupported unless the provider offers HMEM (see README).
+  Result<MrRegistration> register_memory(void* ptr, size_t length, Access access,
+                                         MemoryKind kind = MemoryKind::kHost, size_t group = 0);
+  // Forgets a registration. New submits naming it fail with NotFound; the provider's
+  // registration is closed once requests already accepted with it have completed.
+  Status unregister_memory(MrHandle handle);
+
+  // --- two-sided messages -------------------------------------------------------------------
+  // Sends a copy of `message` (<= max_message_bytes) to the engine whose main_address() is `dst`.
+  Result<TransferId> submit_send(const DomainAddress& dst, std::span<const uint8_t> message, Completion done);
+  // Posts `count` receive buffers of `max_length` bytes. Each arriving message is handed to
+  // `on_recv` on the callback thread, then the buffer is posted again ("bouncing" receives).
+  Status post_recvs(size_t count, size_t max_length, RecvCallback on_recv, RecvErrorCallback on_error = {});
+
+  // --- one-sided writes ---------------------------------------------------------------------
+  // A zero-length write carrying `imm` to the owner of `dst` (kImmCountOfImmOnly imm there).
+  Result<TransferId> submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group = 0);
+  // A contiguous write, sharded over the group's domains (see requests.h).
+  Result<TransferId> submit_write(WriteRequest request, Completion done);
+  Result<TransferId> submit_paged_writes(PagedWriteRequest request, Completion done);
+  Result<TransferId> submit_scatter(ScatterRequest request, Completion done);
+  // An imm to each of `peers`, spread over the domains; completes when all were delivered.
+  Result<TransferId> submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done, size_t group = 0);
+
+  // Resolves `peers` once for submit_scatter(); every descriptor must be writable and come from a
+  // group of num_domains() domains.
+  Result<PeerGroup> add_peer_group(std::span<const MrDesc> peers, size_t group = 0);
+  // Removes the peer owning `desc` from every address vector of `group`. Only call it when no
+  // request to that peer is in flight; later requests re-insert it.
+  Status forget_peer(const MrDesc& desc, size_t group = 0);
+
+  // --- imm counting -------------------------------------------------------------------------
+  ImmCounter& imms();
+
+  // --- lifecycle ----------------------------------------------------------------------------
+  // Completes every accepted, unfinished operation with Cancelled (and imm expectations too),
+  // waits for their callbacks to run, closes the domains and joins the threads. Idempotent.
+  // After stop(), every submit returns Stopped.
+  Status stop();
+  bool stopped() const;
+
+  EngineStats stats() const;
+
+ private:
+  friend class TransferEngineBuilder;
+  explicit TransferEngine(std::unique_ptr<detail::EngineCore> core);
+  std::unique_ptr<detail::EngineCore> core_;
+};
+
+// Configures and builds a TransferEngine. Setters record values; build() validates them all and
+// returns the first problem as a Status.
+class TransferEngineBuilder {
+ public:
+  TransferEngineBuilder();
+  ~TransferEngineBuilder();
+  TransferEngineBuilder(const TransferEngineBuilder&);
+  TransferEngineBuilder& operator=(const TransferEngineBuilder&);
+
+  // Any libfabric provider string: "tcp", "shm", "udp;ofi_rxd", "efa", "verbs;ofi_rxm", ...
+  // (default "tcp"; the environment variable FABRIC_LIB_PROVIDER overrides it).
+  TransferEngineBuilder& provider(std::string name);
+  // Domains (NICs) per group, 1..16 (default 1). Peers must use the same number.
+  TransferEngineBuilder& domains_per_group(size_t n);
+  // Number of groups (one per GPU, typically), each with its own worker (default 1).
+  TransferEngineBuilder& groups(size_t n);
+  // Domain or fabric names (e.g. "lo", "eth0", "rdmap16s27"); domain i of a group uses entry
+  // i % size. Empty (default): the provider's own NICs, loopback last.
+  TransferEngineBuilder& interfaces(std::vector<std::string> names);
+  // Overrides interfaces() for one group.
+  TransferEngineBuilder& group_interfaces(size_t group, std::vector<std::string> names);
+  // Pins the worker of `group` to `cpu` (its domains are opened after pinning).
+  TransferEngineBuilder& pin_worker(size_t group, int cpu);
+  TransferEngineBuilder& idle_policy(IdlePolicy policy);
+  // Caps the WRs outstanding per domain (default: the provider's tx queue size).
+  TransferEngineBuilder& max_inflight_per_domain(size_t n);
+  // Largest submit_send message (default 64 KiB).
+  TransferEngineBuilder& max_message_bytes(size_t n);
+  // Distinct imm values the ImmCounter holds (default ImmCounter::kDefaultCapacity).
+  TransferEngineBuilder& imm_table_capacity(size_t n);
+  // Wraps every domain in a reordering layer that posts each window of WRs in a shuffled order
+  // and holds back some completions and imms: the unordered delivery of EFA, on any provider.
+  // For testing applications (and this library) against reordering. Seed 0 = off.
+  TransferEngineBuilder& simulate_unordered_network(uint64_t seed);
+
+  Result<std::unique_ptr<TransferEngine>> build() const;
+
+  struct Options;  // the recorded settings (internal)
+
+ private:
+  std::unique_ptr<Options> options_;
+};
+
+}  // namespace fabric_lib

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian package fabric-lib's build, tests and tools need. Idempotent: does
+# nothing when all are present; otherwise one `apt-get update` and one non-interactive install.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libfabric-dev libfabric-bin          # the transport (tcp, shm, udp;ofi_rxd, efa, verbs providers)
+  libspdlog-dev                        # logging
+  libcli11-dev                         # command-line parsing for the tools
+  libconcurrentqueue-dev               # lock-free MPSC queues (submit path, callback thread)
+  libgtest-dev libgmock-dev            # tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: need root to install: ${missing[*]}" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,45 @@
+#include "fabric_lib/completion.h"
+
+#include <thread>
+
+namespace fabric_lib {
+
+bool CompletionCounter::wait_for(uint64_t n, std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds(1);
+  while (finished() < n) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  return true;
+}
+
+Completion Completion::callback(CompletionCallback fn) {
+  Completion c;
+  c.kind_ = fn ? Kind::kCallback : Kind::kNone;
+  c.fn_ = std::move(fn);
+  return c;
+}
+
+Completion Completion::counter(CompletionCounter& counter) {
+  Completion c;
+  c.kind_ = Kind::kCounter;
+  c.counter_ = &counter;
+  return c;
+}
+
+void Completion::deliver_now(const Status& status) {
+  switch (kind_) {
+    case Kind::kNone:
+      return;
+    case Kind::kCallback:
+      if (fn_) fn_(status);
+      return;
+    case Kind::kCounter:
+      (status.ok() ? counter_->done : counter_->errors).fetch_add(1, std::memory_order_acq_rel);
+      return;
+  }
+}
+
+}  // namespace fabric_lib

@@ -1,0 +1,455 @@
+#include "core/engine_core.h"
+
+#include <thread>
+
+#include "core/log.h"
+#include "core/peer_group_data.h"
+
+namespace fabric_lib::detail {
+namespace {
+
+// offset + length <= size, without overflow.
+bool fits(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
+
+std::string range_text(uint64_t offset, uint64_t length, uint64_t size) {
+  return "[" + std::to_string(offset) + ", +" + std::to_string(length) + ") of a " + std::to_string(size) +
+         "-byte region";
+}
+
+// Largest byte touched by pages at indices up to `max_index`: offset + max_index * stride + page.
+bool pages_fit(uint64_t offset, uint64_t max_index, uint64_t stride, uint64_t page, uint64_t size) {
+  const unsigned __int128 end = static_cast<unsigned __int128>(max_index) * stride + offset + page;
+  return end <= size;
+}
+
+}  // namespace
+
+EngineCore::EngineCore(TransferEngineBuilder::Options options) : options_(std::move(options)) {
+  dispatcher_ = std::make_unique<CompletionDispatcher>();
+  imms_ = std::make_unique<ImmCounter>(options_.imm_table_capacity, dispatcher_.get());
+}
+
+EngineCore::~EngineCore() {
+  if (dispatcher_->on_callback_thread()) {
+    // The callback thread cannot join itself: stop everything else and leave it (and the
+    // dispatcher it runs) alive until the process ends.
+    FL_LOG_ERROR("TransferEngine destroyed from its own callback thread; leaking the callback thread");
+    shutdown_workers();
+    (void)dispatcher_.release();
+    return;
+  }
+  stop();
+}
+
+Status EngineCore::start(const std::vector<std::vector<transport::DomainSpec>>& groups) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    GroupWorkerConfig config;
+    config.group = g;
+    config.domains = groups[g];
+    auto cpu = options_.worker_cpus.find(g);
+    if (cpu != options_.worker_cpus.end()) config.cpu = cpu->second;
+    config.idle_policy = options_.idle_policy;
+    config.max_inflight_per_domain = options_.max_inflight_per_domain;
+    config.max_message_bytes = options_.max_message_bytes;
+    auto worker = std::make_unique<GroupWorker>(std::move(config), *imms_, *dispatcher_, stats_);
+    FABRIC_LIB_RETURN_IF_ERROR(worker->start());
+    workers_.push_back(std::move(worker));
+  }
+  for (size_t g = 1; g < workers_.size(); ++g) {
+    if (workers_[g]->infos()[0].transport != workers_[0]->infos()[0].transport) {
+      return invalid_argument("all groups must use the same transport");
+    }
+  }
+  accepting_.store(true, std::memory_order_seq_cst);
+  return ok_status();
+}
+
+DomainAddress EngineCore::main_address() const {
+  Result<DomainAddress> a = DomainAddress::from_bytes(workers_[0]->addresses()[0]);
+  return a.ok() ? *a : DomainAddress();
+}
+
+std::vector<DomainAddress> EngineCore::domain_addresses(size_t group) const {
+  std::vector<DomainAddress> out;
+  if (group >= workers_.size()) return out;
+  for (const auto& bytes : workers_[group]->addresses()) {
+    Result<DomainAddress> a = DomainAddress::from_bytes(bytes);
+    if (a.ok()) out.push_back(*a);
+  }
+  return out;
+}
+
+std::string EngineCore::provider() const { return workers_[0]->infos()[0].provider; }
+
+Status EngineCore::check_group(size_t group) const {
+  if (group >= workers_.size()) {
+    return invalid_argument("group " + std::to_string(group) + " does not exist (engine has " +
+                            std::to_string(workers_.size()) + ")");
+  }
+  return ok_status();
+}
+
+// --- memory -----------------------------------------------------------------------------------
+
+Result<MrRegistration> EngineCore::register_memory(void* ptr, size_t length, Access access, MemoryKind kind,
+                                                   size_t group) {
+  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (ptr == nullptr) return invalid_argument("register_memory: null pointer");
+  if (length == 0) return invalid_argument("register_memory: zero length");
+  FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
+  GroupWorker& worker = *workers_[group];
+
+  auto entry = std::make_unique<MrEntry>();
+  entry->id = registry_.next_id();
+  entry->group = group;
+  entry->ptr = static_cast<uint8_t*>(ptr);
+  entry->length = length;
+  entry->access = access;
+  entry->kind = kind;
+  Status status = worker.run_sync([&](GroupWorker& w) {
+    for (size_t d = 0; d < w.num_domains(); ++d) {
+      Result<transport::DomainMr> mr = w.domain(d).register_memory(ptr, length, access, kind);
+      if (!mr.ok()) {
+        for (size_t k = 0; k < entry->domain_mrs.size(); ++k) w.domain(k).unregister_memory(entry->domain_mrs[k].id);
+        entry->domain_mrs.clear();
+        return Status(mr.status().code(), "domain " + std::to_string(d) + ": " + mr.status().message());
+      }
+      entry->domain_mrs.push_back(*mr);
+    }
+    return ok_status();
+  });
+  if (!status.ok()) return status;
+
+  std::vector<MrDomainEntry> domains;
+  for (size_t d = 0; d < entry->domain_mrs.size(); ++d) {
+    const transport::DomainMr& mr = entry->domain_mrs[d];
+    MrDomainEntry e;
+    Result<DomainAddress> address = DomainAddress::from_bytes(worker.addresses()[d]);
+    if (!address.ok()) return address.status();
+    e.address = *address;
+    e.rkey = mr.rkey;
+    e.addr_base = mr.addr_base;
+    e.transport_blob = mr.transport_blob;
+    domains.push_back(std::move(e));
+  }
+  Result<MrDesc> desc = MrDesc::create(worker.infos()[0].transport, kind, reinterpret_cast<uint64_t>(ptr), length,
+                                       access, std::move(domains));
+  if (!desc.ok()) return desc.status();
+  entry->desc = *desc;
+
+  // The provider registrations close on the worker once the last user (registry or request) lets go.
+  std::vector<uint64_t> ids;
+  for (const auto& mr : entry->domain_mrs) ids.push_back(mr.id);
+  std::shared_ptr<MrEntry> shared(entry.release(), [&worker, inbox = worker.inbox(), ids](MrEntry* e) {
+    delete e;
+    inbox->post([&worker, ids](bool alive) {
+      if (!alive) return;
+      for (size_t d = 0; d < ids.size(); ++d) worker.domain(d).unregister_memory(ids[d]);
+    });
+  });
+  MrRegistration reg{MrHandle{shared->id}, shared->desc};
+  registry_.insert(std::move(shared));
+  return reg;
+}
+
+Status EngineCore::unregister_memory(MrHandle handle) {
+  if (!handle.valid()) return invalid_argument("unregister_memory: empty handle");
+  if (!registry_.remove(handle)) return not_found("memory region " + std::to_string(handle.id) + " is not registered");
+  return ok_status();
+}
+
+Result<std::shared_ptr<MrEntry>> EngineCore::local_region(MrHandle handle, uint64_t offset, uint64_t length) const {
+  std::shared_ptr<MrEntry> entry = registry_.find(handle);
+  if (!entry) return not_found("source memory region " + std::to_string(handle.id) + " is not registered");
+  if (!fits(offset, length, entry->length)) {
+    return out_of_range("source range " + range_text(offset, length, entry->length));
+  }
+  return entry;
+}
+
+Status EngineCore::check_remote(const MrDesc& desc, uint64_t offset, uint64_t length, size_t group) const {
+  if (desc.empty()) return invalid_argument("empty destination descriptor");
+  if (desc.transport() != workers_[group]->infos()[0].transport) {
+    return invalid_argument("destination descriptor is of another transport");
+  }
+  if (desc.num_domains() != num_domains()) {
+    return invalid_argument("destination descriptor comes from a group of " + std::to_string(desc.num_domains()) +
+                            " domains; this engine has " + std::to_string(num_domains()) + " per group");
+  }
+  if (!has_access(desc.access(), Access::kRemoteWrite)) {
+    return invalid_argument("destination region is not registered for remote writes");
+  }
+  if (!fits(offset, length, desc.length())) {
+    return out_of_range("destination range " + range_text(offset, length, desc.length()));
+  }
+  return ok_status();
+}
+
+Status EngineCore::check_route(const Route& route) const {
+  if (const Pinned* p = std::get_if<Pinned>(&route); p && p->domain >= num_domains()) {
+    return invalid_argument("route pins domain " + std::to_string(p->domain) + " of " +
+                            std::to_string(num_domains()));
+  }
+  return ok_status();
+}
+
+// --- submission -------------------------------------------------------------------------------
+
+TransferId EngineCore::enqueue(size_t group, std::unique_ptr<Request> request) {
+  const TransferId id = next_transfer_id_.fetch_add(1, std::memory_order_relaxed);
+  request->id = id;
+  if (request->kind == RequestKind::kWrite) group_by_domain(*request, num_domains());
+  stats_.requests_submitted.fetch_add(1, std::memory_order_relaxed);
+  workers_[group]->submit(request.release());
+  return id;
+}
+
+Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, std::span<const uint8_t> message,
+                                           Completion done) {
+  SubmitScope scope(*this);
+  if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
+  if (dst.empty()) return invalid_argument("submit_send: empty destination address");
+  if (message.size() > options_.max_message_bytes) {
+    return invalid_argument("message of " + std::to_string(message.size()) + " bytes exceeds max_message_bytes (" +
+                            std::to_string(options_.max_message_bytes) + ")");
+  }
+  auto r = std::make_unique<Request>();
+  r->kind = RequestKind::kSend;
+  r->completion = std::move(done);
+  r->message.assign(message.begin(), message.end());
+  r->send_to = dst;
+  return enqueue(0, std::move(r));
+}
+
+Status EngineCore::post_recvs(size_t count, size_t max_length, RecvCallback on_recv, RecvErrorCallback on_error) {
+  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (count == 0 || count > 65536) return invalid_argument("post_recvs: count must be 1..65536");
+  if (max_length == 0 || max_length > (size_t{1} << 30)) return invalid_argument("post_recvs: max_length must be 1..1 GiB");
+  if (!on_recv) return invalid_argument("post_recvs: no receive callback");
+  auto pool = std::make_shared<RecvPool>();
+  pool->on_recv = std::move(on_recv);
+  pool->on_error = std::move(on_error);
+  return workers_[0]->run_sync([&](GroupWorker& w) {
+    Result<BufferBlock> block = BufferBlock::allocate(w.domain(0), count, max_length);
+    if (!block.ok()) return block.status();
+    pool->block = std::move(block).value();
+    for (size_t i = 0; i < count; ++i) pool->slots.push_back({pool.get(), i});
+    return w.add_recv_pool(pool);
+  });
+}
+
+Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group) {
+  SubmitScope scope(*this);
+  if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
+  FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
+  FABRIC_LIB_RETURN_IF_ERROR(check_remote(dst, 0, 0, group));
+  auto r = std::make_unique<Request>();
+  r->completion = std::move(done);
+  r->targets = {dst};
+  r->has_imm = true;
+  r->imm = imm;
+  planner::plan_imm_only(1, num_domains(), workers_[group]->next_start_domain(), r->wrs);
+  return enqueue(group, std::move(r));
+}
+
+Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion done) {
+  SubmitScope scope(*this);
+  if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
+  if (request.length == 0 && !request.imm) return invalid_argument("submit_write: zero length without an imm");
+  Result<std::shared_ptr<MrEntry>> src = local_region(request.src, request.src_offset, request.length);
+  if (!src.ok()) return src.status();
+  const size_t group = (*src)->group;
+  FABRIC_LIB_RETURN_IF_ERROR(check_remote(request.dst, request.dst_offset, request.length, group));
+  FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
+  auto r = std::make_unique<Request>();
+  r->completion = std::move(done);
+  r->src = std::move(src).value();
+  r->has_imm = request.imm.has_value();
+  r->imm = request.imm.value_or(0);
+  planner::plan_write(request, num_domains(), workers_[group]->next_start_domain(), r->wrs);
+  r->targets = {std::move(request.dst)};
+  return enqueue(group, std::move(r));
+}
+
+Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Completion done) {
+  SubmitScope scope(*this);
+  if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
+  const size_t pages = request.src_pages.size();
+  if (pages == 0) return invalid_argument("submit_paged_writes: no pages");
+  if (request.dst_pages.size() != pages) {
+    return invalid_argument("submit_paged_writes: " + std::to_string(pages) + " source pages but " +
+                            std::to_string(request.dst_pages.size()) + " destination pages");
+  }
+  if (pages > UINT32_MAX) return invalid_argument("submit_paged_writes: too many pages");
+  if (request.page_length == 0 || request.page_length > kMaxWrBytes) {
+    return invalid_argument("submit_paged_writes: page_length must be 1.." + std::to_string(kMaxWrBytes));
+  }
+  if (pages > 1 && (request.src_stride < request.page_length || request.dst_stride < request.page_length)) {
+    return invalid_argument("submit_paged_writes: strides must be >= page_length");
+  }
+  std::shared_ptr<MrEntry> src = registry_.find(request.src);
+  if (!src) return not_found("source memory region " + std::to_string(request.src.id) + " is not registered");
+  const size_t group = src->group;
+  FABRIC_LIB_RETURN_IF_ERROR(check_remote(request.dst, 0, 0, group));
+  FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
+  uint32_t max_src = 0, max_dst = 0;
+  for (size_t i = 0; i < pages; ++i) {
+    max_src = std::max(max_src, request.src_pages[i]);
+    max_dst = std::max(max_dst, request.dst_pages[i]);
+  }
+  if (!pages_fit(request.src_offset, max_src, request.src_stride, request.page_length, src->length)) {
+    return out_of_range("source page " + std::to_string(max_src) + " ends past the " + std::to_string(src->length) +
+                        "-byte source region");
+  }
+  if (!pages_fit(request.dst_offset, max_dst, request.dst_stride, request.page_length, request.dst.length())) {
+    return out_of_range("destination page " + std::to_string(max_dst) + " ends past the " +
+                        std::to_string(request.dst.length()) + "-byte destination region");
+  }
+  auto r = std::make_unique<Request>();
+  r->completion = std::move(done);
+  r->src = std::move(src);
+  r->has_imm = request.imm.has_value();
+  r->imm = request.imm.value_or(0);
+  planner::plan_paged(request, num_domains(), workers_[group]->next_start_domain(), r->wrs);
+  r->targets = {std::move(request.dst)};
+  return enqueue(group, std::move(r));
+}
+
+Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, Completion done) {
+  SubmitScope scope(*this);
+  if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
+  if (request.targets.empty()) return invalid_argument("submit_scatter: no targets");
+  if (request.targets.size() > UINT32_MAX) return invalid_argument("submit_scatter: too many targets");
+  std::shared_ptr<MrEntry> src = registry_.find(request.src);
+  if (!src) return not_found("source memory region " + std::to_string(request.src.id) + " is not registered");
+  const size_t group = src->group;
+  FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
+  std::shared_ptr<const PeerGroupData> peers;
+  if (request.group) {
+    if (request.group->empty()) return invalid_argument("submit_scatter: empty peer group");
+    peers = request.group->data_;
+    if (peers->group != group) return invalid_argument("submit_scatter: peer group belongs to another group");
+  }
+  for (size_t t = 0; t < request.targets.size(); ++t) {
+    const ScatterTarget& target = request.targets[t];
+    const std::string where = "scatter target " + std::to_string(t) + ": ";
+    if (target.length == 0 && !request.imm) return invalid_argument(where + "zero length without an imm");
+    if (!fits(target.src_offset, target.length, src->length)) {
+      return out_of_range(where + "source range " + range_text(target.src_offset, target.length, src->length));
+    }
+    if (peers && target.peer >= peers->descs.size()) {
+      return invalid_argument(where + "peer " + std::to_string(target.peer) + " is not in the group of " +
+                              std::to_string(peers->descs.size()));
+    }
+    const MrDesc& desc = peers ? peers->descs[target.peer] : target.dst;
+    Status s = check_remote(desc, target.dst_offset, target.length, group);
+    if (!s.ok()) return Status(s.code(), where + s.message());
+  }
+  auto r = std::make_unique<Request>();
+  r->completion = std::move(done);
+  r->src = std::move(src);
+  r->has_imm = request.imm.has_value();
+  r->imm = request.imm.value_or(0);
+  planner::plan_scatter(request, num_domains(), workers_[group]->next_start_domain(), r->wrs);
+  if (peers) {
+    // Group targets name peers by index; map each WR's target to that peer.
+    for (planner::WrPlan& w : r->wrs) w.target = request.targets[w.target].peer;
+    r->group = std::move(peers);
+  } else {
+    r->targets.reserve(request.targets.size());
+    for (ScatterTarget& t : request.targets) r->targets.push_back(std::move(t.dst));
+  }
+  return enqueue(group, std::move(r));
+}
+
+Result<TransferId> EngineCore::submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done,
+                                              size_t group) {
+  SubmitScope scope(*this);
+  if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
+  FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
+  if (peers.empty()) return invalid_argument("submit_barrier: no peers");
+  for (size_t i = 0; i < peers.size(); ++i) {
+    Status s = check_remote(peers[i], 0, 0, group);
+    if (!s.ok()) return Status(s.code(), "barrier peer " + std::to_string(i) + ": " + s.message());
+  }
+  auto r = std::make_unique<Request>();
+  r->completion = std::move(done);
+  r->targets.assign(peers.begin(), peers.end());
+  r->has_imm = true;
+  r->imm = imm;
+  planner::plan_imm_only(peers.size(), num_domains(), workers_[group]->next_start_domain(), r->wrs);
+  return enqueue(group, std::move(r));
+}
+
+Result<PeerGroup> EngineCore::add_peer_group(std::span<const MrDesc> peers, size_t group) {
+  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
+  if (peers.empty()) return invalid_argument("add_peer_group: no peers");
+  for (size_t i = 0; i < peers.size(); ++i) {
+    Status s = check_remote(peers[i], 0, 0, group);
+    if (!s.ok()) return Status(s.code(), "peer " + std::to_string(i) + ": " + s.message());
+  }
+  auto data = std::make_shared<PeerGroupData>();
+  data->group = group;
+  data->descs.assign(peers.begin(), peers.end());
+  Status status = workers_[group]->run_sync([&](GroupWorker& w) {
+    data->handles.assign(w.num_domains(), {});
+    for (size_t d = 0; d < w.num_domains(); ++d) {
+      for (const MrDesc& desc : data->descs) {
+        Result<transport::PeerHandle> h = w.resolve_peer(d, desc.domain(d).address.bytes());
+        if (!h.ok()) return h.status();
+        data->handles[d].push_back(*h);
+      }
+    }
+    return ok_status();
+  });
+  if (!status.ok()) return status;
+  PeerGroup out;
+  out.data_ = std::move(data);
+  return out;
+}
+
+Status EngineCore::forget_peer(const MrDesc& desc, size_t group) {
+  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
+  if (desc.empty() || desc.num_domains() != num_domains()) return invalid_argument("forget_peer: descriptor does not match this engine");
+  return workers_[group]->run_sync([&](GroupWorker& w) {
+    for (size_t d = 0; d < w.num_domains(); ++d) w.forget_peer(d, desc.domain(d).address.bytes());
+    return ok_status();
+  });
+}
+
+// --- lifecycle --------------------------------------------------------------------------------
+
+Status EngineCore::stop() {
+  if (dispatcher_->on_callback_thread()) {
+    return Status(ErrorCode::kFailedPrecondition, "stop() cannot be called from a completion callback");
+  }
+  std::lock_guard lock(stop_mu_);
+  if (stopped_.load()) return ok_status();
+  shutdown_workers();
+  dispatcher_->shutdown();
+  stopped_.store(true, std::memory_order_release);
+  return ok_status();
+}
+
+void EngineCore::shutdown_workers() {
+  accepting_.store(false, std::memory_order_seq_cst);
+  while (active_submits_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  for (auto& worker : workers_) worker->stop();
+  imms_->shutdown(cancelled("engine stopped"));
+  registry_.clear();
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats s;
+  s.requests_submitted = stats_.requests_submitted.load();
+  s.requests_completed = stats_.requests_completed.load();
+  s.requests_failed = stats_.requests_failed.load();
+  s.wrs_posted = stats_.wrs_posted.load();
+  s.imms_received = stats_.imms_received.load();
+  s.messages_received = stats_.messages_received.load();
+  return s;
+}
+
+}  // namespace fabric_lib::detail

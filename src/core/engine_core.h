@@ -1,0 +1,85 @@
+// The TransferEngine's implementation: validation of every call, submission to the group
+// workers, registration, and the stop protocol.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/completion_dispatcher.h"
+#include "core/engine_options.h"
+#include "core/group_worker.h"
+#include "core/mr_registry.h"
+#include "fabric_lib/transfer_engine.h"
+
+namespace fabric_lib::detail {
+
+class EngineCore {
+ public:
+  explicit EngineCore(TransferEngineBuilder::Options options);
+  ~EngineCore();
+
+  // Opens every group's domains; the engine is usable only after this succeeds.
+  Status start(const std::vector<std::vector<transport::DomainSpec>>& groups);
+
+  DomainAddress main_address() const;
+  std::vector<DomainAddress> domain_addresses(size_t group) const;
+  size_t num_groups() const { return workers_.size(); }
+  size_t num_domains() const { return options_.domains_per_group; }
+  std::string provider() const;
+
+  Result<MrRegistration> register_memory(void* ptr, size_t length, Access access, MemoryKind kind, size_t group);
+  Status unregister_memory(MrHandle handle);
+
+  Result<TransferId> submit_send(const DomainAddress& dst, std::span<const uint8_t> message, Completion done);
+  Status post_recvs(size_t count, size_t max_length, RecvCallback on_recv, RecvErrorCallback on_error);
+  Result<TransferId> submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group);
+  Result<TransferId> submit_write(WriteRequest request, Completion done);
+  Result<TransferId> submit_paged_writes(PagedWriteRequest request, Completion done);
+  Result<TransferId> submit_scatter(ScatterRequest request, Completion done);
+  Result<TransferId> submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done, size_t group);
+  Result<PeerGroup> add_peer_group(std::span<const MrDesc> peers, size_t group);
+  Status forget_peer(const MrDesc& desc, size_t group);
+
+  ImmCounter& imms() { return *imms_; }
+  Status stop();
+  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+  EngineStats stats() const;
+
+ private:
+  // Holds off stop() while a submit is between its "accepting?" check and its enqueue.
+  class SubmitScope {
+   public:
+    explicit SubmitScope(EngineCore& e) : e_(e) { e_.active_submits_.fetch_add(1, std::memory_order_seq_cst); }
+    ~SubmitScope() { e_.active_submits_.fetch_sub(1, std::memory_order_seq_cst); }
+    bool accepting() const { return e_.accepting_.load(std::memory_order_seq_cst); }
+
+   private:
+    EngineCore& e_;
+  };
+
+  Result<std::shared_ptr<MrEntry>> local_region(MrHandle handle, uint64_t offset, uint64_t length) const;
+  Status check_remote(const MrDesc& desc, uint64_t offset, uint64_t length, size_t group) const;
+  Status check_route(const Route& route) const;
+  Status check_group(size_t group) const;
+  // Plans are grouped by domain, the request is counted and handed to its group's worker.
+  TransferId enqueue(size_t group, std::unique_ptr<Request> request);
+  // Refuses new work, stops every worker (cancelling what they hold) and imm expectations.
+  void shutdown_workers();
+
+  TransferEngineBuilder::Options options_;
+  std::unique_ptr<CompletionDispatcher> dispatcher_;
+  std::unique_ptr<ImmCounter> imms_;
+  MrRegistry registry_;
+  StatCounters stats_;
+  std::vector<std::unique_ptr<GroupWorker>> workers_;
+  std::atomic<uint64_t> next_transfer_id_{1};
+
+  std::atomic<bool> accepting_{false};
+  std::atomic<int> active_submits_{0};
+  std::atomic<bool> stopped_{false};
+  std::mutex stop_mu_;
+};
+
+}  // namespace fabric_lib::detail

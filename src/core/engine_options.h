@@ -1,0 +1,29 @@
+// The settings a TransferEngineBuilder records.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fabric_lib/transfer_engine.h"
+
+namespace fabric_lib {
+
+struct TransferEngineBuilder::Options {
+  std::string provider = "tcp";
+  size_t domains_per_group = 1;
+  size_t groups = 1;
+  std::vector<std::string> interfaces;
+  std::map<size_t, std::vector<std::string>> group_interfaces;
+  std::map<size_t, int> worker_cpus;
+  IdlePolicy idle_policy = IdlePolicy::kAdaptive;
+  size_t max_inflight_per_domain = 0;  // 0 = provider's
+  size_t max_message_bytes = 64 * 1024;
+  size_t imm_table_capacity = ImmCounter::kDefaultCapacity;
+  uint64_t reorder_seed = 0;
+};
+
+}  // namespace fabric_lib

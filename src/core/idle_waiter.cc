@@ -1,0 +1,81 @@
+#include "core/idle_waiter.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace fabric_lib::detail {
+
+IdleWaiter::IdleWaiter(IdlePolicy policy, WorkerInbox& inbox, const std::vector<transport::Domain*>& domains)
+    : policy_(policy), inbox_(inbox), domains_(domains), last_busy_(std::chrono::steady_clock::now()) {
+  if (policy_ != IdlePolicy::kAdaptive) return;
+  bool all_fds = !domains_.empty();
+  for (transport::Domain* d : domains_) all_fds = all_fds && d->wait_fd() >= 0;
+  if (!all_fds) return;
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return;
+  auto add = [&](int fd) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    return epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+  };
+  bool ok = add(inbox_.event_fd());
+  for (transport::Domain* d : domains_) ok = ok && add(d->wait_fd());
+  if (!ok) {
+    close(epoll_fd_);
+    epoll_fd_ = -1;
+  }
+}
+
+IdleWaiter::~IdleWaiter() {
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight) {
+  const auto now = std::chrono::steady_clock::now();
+  if (busy) {
+    last_busy_ = now;
+    backoff_ = std::chrono::microseconds(0);
+    return;
+  }
+  if (policy_ == IdlePolicy::kSpin) return;
+  if (must_poll) {
+    sched_yield();
+    return;
+  }
+  if (now - last_busy_ < kSpinBudget) return;
+  inflight_ = inflight;
+  block();
+}
+
+void IdleWaiter::block() {
+  inbox_.set_sleeping(true);
+  if (!inbox_.has_work()) {
+    bool blocked = false;
+    if (epoll_fd_ >= 0) {
+      bool ready = true;
+      for (transport::Domain* d : domains_) ready = ready && d->ready_to_block();
+      if (ready) {
+        epoll_event events[8];
+        epoll_wait(epoll_fd_, events, 8, kBlockTimeoutMs);
+        blocked = true;
+      }
+    }
+    if (!blocked && epoll_fd_ < 0) {
+      const auto cap = inflight_ ? kMaxBackoffInflight : kMaxBackoffIdle;
+      backoff_ = std::min(cap, std::max(std::chrono::microseconds(8), backoff_ * 2));
+      pollfd pfd{inbox_.event_fd(), POLLIN, 0};
+      timespec ts{0, static_cast<long>(backoff_.count()) * 1000};
+      ppoll(&pfd, 1, &ts, nullptr);
+    }
+  }
+  inbox_.set_sleeping(false);
+  inbox_.clear_wakeups();
+}
+
+}  // namespace fabric_lib::detail
+

@@ -1,0 +1,45 @@
+// The worker's idle policy (DESIGN.md section 4): spin, or spin briefly after activity and then
+// block on the completion queues' fds plus the inbox eventfd; where a provider offers no fd
+// (shm, udp;ofi_rxd), sleep with a growing back-off instead. An idle engine must not burn a core.
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "core/worker_inbox.h"
+#include "fabric_lib/transfer_engine.h"
+#include "transport/domain.h"
+
+namespace fabric_lib::detail {
+
+class IdleWaiter {
+ public:
+  IdleWaiter(IdlePolicy policy, WorkerInbox& inbox, const std::vector<transport::Domain*>& domains);
+  ~IdleWaiter();
+  IdleWaiter(const IdleWaiter&) = delete;
+  IdleWaiter& operator=(const IdleWaiter&) = delete;
+
+  // Called after every pass of the worker loop. `busy`: the pass did something. `must_poll`: work
+  // is pending that only polling advances (posts held back by back-pressure, deferred WRs).
+  // `inflight`: WRs are outstanding (their completions will come).
+  void after_pass(bool busy, bool must_poll, bool inflight);
+
+  // How long the worker keeps spinning after its last activity, in adaptive mode.
+  static constexpr std::chrono::microseconds kSpinBudget{200};
+  static constexpr std::chrono::microseconds kMaxBackoffIdle{1000};
+  static constexpr std::chrono::microseconds kMaxBackoffInflight{50};
+  static constexpr int kBlockTimeoutMs = 100;
+
+ private:
+  void block();
+
+  IdlePolicy policy_;
+  WorkerInbox& inbox_;
+  std::vector<transport::Domain*> domains_;
+  int epoll_fd_ = -1;  // >= 0 when every domain has a wait fd
+  std::chrono::steady_clock::time_point last_busy_;
+  std::chrono::microseconds backoff_{0};
+  bool inflight_ = false;
+};
+
+}  // namespace fabric_lib::detail

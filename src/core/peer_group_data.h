@@ -1,0 +1,17 @@
+// What a PeerGroup holds: its descriptors and, per domain, their resolved peer handles.
+#pragma once
+
+#include <vector>
+
+#include "fabric_lib/memory.h"
+#include "transport/domain.h"
+
+namespace fabric_lib::detail {
+
+struct PeerGroupData {
+  size_t group = 0;
+  std::vector<MrDesc> descs;
+  std::vector<std::vector<transport::PeerHandle>> handles;  // [domain][peer]
+};
+
+}  // namespace fabric_lib::detail

@@ -1,0 +1,56 @@
+// An accepted operation as the worker sees it: its WRs, grouped by domain, and its progress.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/mr_registry.h"
+#include "core/shard_planner.h"
+#include "fabric_lib/completion.h"
+#include "fabric_lib/memory.h"
+#include "transport/domain.h"
+
+namespace fabric_lib::detail {
+
+struct PeerGroupData;
+
+enum class RequestKind : uint8_t { kWrite, kSend };
+
+struct Request {
+  uint64_t id = 0;
+  RequestKind kind = RequestKind::kWrite;
+  Completion completion;
+
+  // kWrite: source region (null for imm-only), destinations, imm, and the plan.
+  std::shared_ptr<MrEntry> src;
+  std::vector<MrDesc> targets;                  // destinations, indexed by WrPlan::target
+  std::shared_ptr<const PeerGroupData> group;   // pre-resolved destinations instead of `targets`
+  bool has_imm = false;
+  uint32_t imm = 0;
+  std::vector<planner::WrPlan> wrs;             // sorted by domain
+  std::vector<uint32_t> domain_begin;           // wrs of domain d: [domain_begin[d], domain_begin[d+1])
+
+  // kSend
+  std::vector<uint8_t> message;
+  DomainAddress send_to;
+  int send_slot = -1;
+
+  // Progress (worker thread only).
+  uint32_t unposted = 0;  // WRs not yet handed to a domain
+  uint32_t inflight = 0;  // WRs posted and not yet completed
+  bool failed = false;
+  bool delivered = false;
+  Status error;
+
+  const MrDesc& target_desc(uint32_t t) const;
+  void fail(Status why) {
+    if (!failed) error = std::move(why);
+    failed = true;
+  }
+};
+
+// Sorts `wrs` by domain (stable) and fills domain_begin for `domains` domains.
+void group_by_domain(Request& request, size_t domains);
+
+}  // namespace fabric_lib::detail

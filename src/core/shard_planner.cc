@@ -1,0 +1,126 @@
+#include "core/shard_planner.h"
+
+#include <algorithm>
+
+namespace fabric_lib::planner {
+namespace {
+uint64_t div_up(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+struct Layout {
+  uint64_t shards;
+  uint64_t shard_bytes;
+};
+
+// length > 0. At most length / kMinShardBytes shards (so each but the last has at least
+// kMinShardBytes), of one aligned size; computed in 128 bits so lengths near 2^64 cannot wrap.
+Layout layout_of(uint64_t length, const Route& route, size_t domains) {
+  uint64_t shards = std::min<uint64_t>(shard_limit(route, domains), length / kMinShardBytes);
+  shards = std::max<uint64_t>(shards, 1);
+  const unsigned __int128 per = div_up(length, shards);
+  const unsigned __int128 aligned = (per + kShardAlignBytes - 1) / kShardAlignBytes * kShardAlignBytes;
+  const uint64_t shard_bytes = aligned >= length ? length : static_cast<uint64_t>(aligned);
+  return {div_up(length, shard_bytes), shard_bytes};
+}
+}  // namespace
+
+uint64_t count_contiguous(uint64_t length, const Route& route, size_t domains) {
+  if (length == 0) return 1;
+  const Layout l = layout_of(length, route, domains);
+  const uint64_t last = length - (l.shards - 1) * l.shard_bytes;
+  return (l.shards - 1) * div_up(l.shard_bytes, kMaxWrBytes) + div_up(last, kMaxWrBytes);
+}
+
+size_t shard_limit(const Route& route, size_t domains) {
+  if (domains == 0) return 1;
+  if (std::holds_alternative<Pinned>(route)) return 1;
+  const uint32_t max_shards = std::get<RoundRobin>(route).max_shards;
+  return max_shards == 0 ? domains : std::min<size_t>(max_shards, domains);
+}
+
+uint32_t domain_of(size_t i, const Route& route, size_t domains, uint32_t start) {
+  if (const Pinned* p = std::get_if<Pinned>(&route)) return p->domain;
+  if (domains == 0) return 0;
+  return static_cast<uint32_t>((start + i % shard_limit(route, domains)) % domains);
+}
+
+size_t plan_contiguous(uint64_t length, const Route& route, size_t domains, uint32_t start,
+                       std::vector<WritePiece>& out) {
+  const size_t before = out.size();
+  if (length == 0) {
+    out.push_back({0, 0, domain_of(0, route, domains, start)});
+    return 1;
+  }
+  const Layout l = layout_of(length, route, domains);
+  for (uint64_t s = 0; s < l.shards; ++s) {
+    const uint64_t begin = s * l.shard_bytes;
+    const uint64_t end = std::min(length, begin + l.shard_bytes);
+    const uint32_t domain = domain_of(s, route, domains, start);
+    for (uint64_t off = begin; off < end; off += kMaxWrBytes) {
+      out.push_back({off, std::min(kMaxWrBytes, end - off), domain});
+    }
+  }
+  return out.size() - before;
+}
+
+size_t plan_pages(size_t pages, const Route& route, size_t domains, uint32_t start, std::vector<PageRun>& out) {
+  if (pages == 0) return 0;
+  const size_t runs = std::min(shard_limit(route, domains), pages);
+  const size_t base = pages / runs;
+  const size_t extra = pages % runs;
+  size_t begin = 0;
+  for (size_t r = 0; r < runs; ++r) {
+    const size_t n = base + (r < extra ? 1 : 0);
+    out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(begin + n), domain_of(r, route, domains, start)});
+    begin += n;
+  }
+  return runs;
+}
+
+}  // namespace fabric_lib::planner
+
+namespace fabric_lib::planner {
+
+void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
+  std::vector<WritePiece> pieces;
+  plan_contiguous(request.length, request.route, domains, start, pieces);
+  for (const WritePiece& p : pieces) {
+    out.push_back({p.domain, 0, request.src_offset + p.offset, request.dst_offset + p.offset, p.length});
+  }
+}
+
+void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
+  std::vector<PageRun> runs;
+  plan_pages(request.src_pages.size(), request.route, domains, start, runs);
+  out.reserve(out.size() + request.src_pages.size());
+  for (const PageRun& run : runs) {
+    for (uint32_t i = run.begin; i < run.end; ++i) {
+      out.push_back({run.domain, 0, request.src_offset + uint64_t{request.src_pages[i]} * request.src_stride,
+                     request.dst_offset + uint64_t{request.dst_pages[i]} * request.dst_stride, request.page_length});
+    }
+  }
+}
+
+void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
+  std::vector<WritePiece> pieces;
+  for (size_t t = 0; t < request.targets.size(); ++t) {
+    const ScatterTarget& target = request.targets[t];
+    pieces.clear();
+    if (request.sharding == ScatterSharding::kByBytes) {
+      plan_contiguous(target.length, request.route, domains, start + static_cast<uint32_t>(t), pieces);
+    } else {
+      plan_contiguous(target.length, Pinned{domain_of(t, request.route, domains, start)}, domains, 0, pieces);
+    }
+    for (const WritePiece& p : pieces) {
+      out.push_back({p.domain, static_cast<uint32_t>(t), target.src_offset + p.offset, target.dst_offset + p.offset,
+                     p.length});
+    }
+  }
+}
+
+void plan_imm_only(size_t peers, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
+  for (size_t t = 0; t < peers; ++t) {
+    out.push_back({domain_of(t, RoundRobin{}, domains, start), static_cast<uint32_t>(t), 0, 0, 0});
+  }
+}
+
+}  // namespace fabric_lib::planner

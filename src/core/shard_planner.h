@@ -1,0 +1,65 @@
+// Sharding rules (DESIGN.md section 5): how one request is split over the domains of a group.
+// The same functions decide what the engine posts and what imm_count_of() reports, so the
+// sender's WRs and the receiver's expectation cannot disagree.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "fabric_lib/requests.h"
+
+namespace fabric_lib::planner {
+
+// One WR's worth of a contiguous transfer: bytes [offset, offset + length) of it, on `domain`.
+struct WritePiece {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint32_t domain = 0;
+};
+
+// A contiguous run [begin, end) of a paged request's page list, on `domain`.
+struct PageRun {
+  uint32_t begin = 0;
+  uint32_t end = 0;
+  uint32_t domain = 0;
+};
+
+// How many domains `route` may use (1 for Pinned).
+size_t shard_limit(const Route& route, size_t domains);
+// The domain of the i-th shard (or scatter target) when the first one goes to `start`: shards
+// rotate over shard_limit() consecutive domains.
+uint32_t domain_of(size_t i, const Route& route, size_t domains, uint32_t start);
+
+// How many WRs plan_contiguous() produces, without producing them.
+uint64_t count_contiguous(uint64_t length, const Route& route, size_t domains);
+
+// Splits `length` bytes into min(shard_limit(), max(1, length / kMinShardBytes)) shards of one
+// size, a multiple of kShardAlignBytes (the last shard takes the remainder), then splits each
+// shard into WRs of <= kMaxWrBytes. A length of 0
+// gives one empty piece (an imm-only write). Appends to `out`; returns how many were appended.
+size_t plan_contiguous(uint64_t length, const Route& route, size_t domains, uint32_t start,
+                       std::vector<WritePiece>& out);
+
+// Splits `pages` page indices into at most shard_limit() balanced contiguous runs.
+size_t plan_pages(size_t pages, const Route& route, size_t domains, uint32_t start, std::vector<PageRun>& out);
+
+// One work request of a planned operation. Offsets are absolute within the source region and
+// within destination `target`'s region.
+struct WrPlan {
+  uint32_t domain = 0;
+  uint32_t target = 0;
+  uint64_t src_offset = 0;
+  uint64_t dst_offset = 0;
+  uint64_t length = 0;
+};
+
+// Whole-request plans. Every byte of the request appears in exactly one WrPlan; the local domain
+// of a WrPlan is also the remote domain it writes to. `start` is the rotating first domain.
+void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
+void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
+void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
+// One zero-length WR per peer (imm-only and barrier), peers rotating over domains.
+void plan_imm_only(size_t peers, size_t domains, uint32_t start, std::vector<WrPlan>& out);
+
+}  // namespace fabric_lib::planner

@@ -1,0 +1,128 @@
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "core/engine_core.h"
+#include "core/engine_options.h"
+#include "fabric_lib/transfer_engine.h"
+#include "transport/domain_factory.h"
+
+namespace fabric_lib {
+
+TransferEngineBuilder::TransferEngineBuilder() : options_(std::make_unique<Options>()) {}
+TransferEngineBuilder::~TransferEngineBuilder() = default;
+TransferEngineBuilder::TransferEngineBuilder(const TransferEngineBuilder& other)
+    : options_(std::make_unique<Options>(*other.options_)) {}
+TransferEngineBuilder& TransferEngineBuilder::operator=(const TransferEngineBuilder& other) {
+  if (this != &other) options_ = std::make_unique<Options>(*other.options_);
+  return *this;
+}
+
+TransferEngineBuilder& TransferEngineBuilder::provider(std::string name) {
+  options_->provider = std::move(name);
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::domains_per_group(size_t n) {
+  options_->domains_per_group = n;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::groups(size_t n) {
+  options_->groups = n;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::interfaces(std::vector<std::string> names) {
+  options_->interfaces = std::move(names);
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::group_interfaces(size_t group, std::vector<std::string> names) {
+  options_->group_interfaces[group] = std::move(names);
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::pin_worker(size_t group, int cpu) {
+  options_->worker_cpus[group] = cpu;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::idle_policy(IdlePolicy policy) {
+  options_->idle_policy = policy;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::max_inflight_per_domain(size_t n) {
+  options_->max_inflight_per_domain = n;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::max_message_bytes(size_t n) {
+  options_->max_message_bytes = n;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::imm_table_capacity(size_t n) {
+  options_->imm_table_capacity = n;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::simulate_unordered_network(uint64_t seed) {
+  options_->reorder_seed = seed;
+  return *this;
+}
+
+namespace {
+
+Status validate(const TransferEngineBuilder::Options& o) {
+  if (o.provider.empty()) return invalid_argument("provider name is empty");
+  if (o.domains_per_group == 0 || o.domains_per_group > kMaxDomainsPerGroup) {
+    return invalid_argument("domains_per_group must be 1.." + std::to_string(kMaxDomainsPerGroup));
+  }
+  if (o.groups == 0 || o.groups > 64) return invalid_argument("groups must be 1..64");
+  for (const auto& [group, names] : o.group_interfaces) {
+    if (group >= o.groups) return invalid_argument("group_interfaces names group " + std::to_string(group));
+  }
+  const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  for (const auto& [group, cpu] : o.worker_cpus) {
+    if (group >= o.groups) return invalid_argument("pin_worker names group " + std::to_string(group));
+    if (cpu < 0 || cpu >= cpus) {
+      return invalid_argument("pin_worker: CPU " + std::to_string(cpu) + " does not exist (" + std::to_string(cpus) +
+                              " CPUs)");
+    }
+  }
+  auto has_empty = [](const std::vector<std::string>& names) {
+    for (const auto& n : names) {
+      if (n.empty()) return true;
+    }
+    return false;
+  };
+  if (has_empty(o.interfaces)) return invalid_argument("empty interface name");
+  for (const auto& [group, names] : o.group_interfaces) {
+    if (has_empty(names)) return invalid_argument("empty interface name for group " + std::to_string(group));
+  }
+  if (o.max_message_bytes == 0 || o.max_message_bytes > (size_t{1} << 30)) {
+    return invalid_argument("max_message_bytes must be 1..1 GiB");
+  }
+  if (o.imm_table_capacity == 0) return invalid_argument("imm_table_capacity must be >= 1");
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TransferEngine>> TransferEngineBuilder::build() const {
+  Options o = *options_;
+  if (const char* env = std::getenv("FABRIC_LIB_PROVIDER"); env && *env) o.provider = env;
+  FABRIC_LIB_RETURN_IF_ERROR(validate(o));
+
+  std::vector<std::vector<transport::DomainSpec>> groups(o.groups);
+  for (size_t g = 0; g < o.groups; ++g) {
+    std::vector<std::string> names = o.interfaces;
+    if (auto it = o.group_interfaces.find(g); it != o.group_interfaces.end()) names = it->second;
+    if (names.empty()) {
+      Result<std::vector<std::string>> defaults = transport::default_interfaces(o.provider);
+      if (!defaults.ok()) return defaults.status();
+      names = *defaults;
+    }
+    if (names.empty()) return not_found("provider '" + o.provider + "' offers no domain");
+    for (size_t d = 0; d < o.domains_per_group; ++d) {
+      groups[g].push_back({o.provider, names[d % names.size()], o.reorder_seed ? o.reorder_seed * 1000 + g * 16 + d : 0});
+    }
+  }
+  auto core = std::make_unique<detail::EngineCore>(o);
+  FABRIC_LIB_RETURN_IF_ERROR(core->start(groups));
+  return std::unique_ptr<TransferEngine>(new TransferEngine(std::move(core)));
+}
+
+}  // namespace fabric_lib

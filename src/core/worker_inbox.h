@@ -1,0 +1,102 @@
+// How other threads hand work to a group's worker: a lock-free queue of requests, a queue of
+// commands, and an eventfd that wakes the worker when it sleeps.
+#pragma once
+
+#include <concurrentqueue/concurrentqueue.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+
+#include "core/request.h"
+
+namespace fabric_lib::detail {
+
+// A command runs on the worker thread with alive = true, or, once the worker has exited, on the
+// posting thread with alive = false (so whoever waits on it is always answered).
+using WorkerCommand = std::function<void(bool alive)>;
+
+class WorkerInbox {
+ public:
+  WorkerInbox() : event_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~WorkerInbox() {
+    Request* r = nullptr;
+    while (requests_.try_dequeue(r)) delete r;  // only after a failed start
+    if (event_fd_ >= 0) close(event_fd_);
+  }
+
+  void push_request(Request* request) {
+    requests_.enqueue(request);
+    wake();
+  }
+  size_t pop_requests(Request** out, size_t max) { return requests_.try_dequeue_bulk(out, max); }
+
+  void post(WorkerCommand command) {
+    {
+      std::lock_guard lock(mu_);
+      if (!closed_) {
+        commands_.enqueue(std::move(command));
+        pending_commands_.fetch_add(1, std::memory_order_release);
+        wake();
+        return;
+      }
+    }
+    command(false);
+  }
+  // Worker side: runs queued commands; returns how many ran.
+  size_t run_commands() {
+    if (pending_commands_.load(std::memory_order_acquire) == 0) return 0;
+    size_t n = 0;
+    WorkerCommand command;
+    while (commands_.try_dequeue(command)) {
+      pending_commands_.fetch_sub(1, std::memory_order_release);
+      command(true);
+      ++n;
+    }
+    return n;
+  }
+  // Worker side, at exit: refuses further commands and answers the queued ones with alive = false.
+  void close_and_refuse() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+    }
+    WorkerCommand command;
+    while (commands_.try_dequeue(command)) command(false);
+  }
+
+  bool has_work() const {
+    return requests_.size_approx() > 0 || pending_commands_.load(std::memory_order_acquire) > 0;
+  }
+
+  // Sleep protocol: the worker sets sleeping, re-checks has_work(), then blocks on event_fd();
+  // producers enqueue, then wake() if it sleeps. Both sides use seq_cst, so one of them sees the
+  // other.
+  void set_sleeping(bool s) { sleeping_.store(s, std::memory_order_seq_cst); }
+  void wake() {
+    if (sleeping_.load(std::memory_order_seq_cst)) {
+      uint64_t one = 1;
+      ssize_t ignored = write(event_fd_, &one, sizeof(one));
+      (void)ignored;
+    }
+  }
+  void clear_wakeups() {
+    uint64_t value;
+    while (read(event_fd_, &value, sizeof(value)) > 0) {
+    }
+  }
+  int event_fd() const { return event_fd_; }
+
+ private:
+  moodycamel::ConcurrentQueue<Request*> requests_;
+  moodycamel::ConcurrentQueue<WorkerCommand> commands_;
+  std::atomic<size_t> pending_commands_{0};
+  std::atomic<bool> sleeping_{false};
+  std::mutex mu_;
+  bool closed_ = false;
+  int event_fd_;
+};
+
+}  // namespace fabric_lib::detail

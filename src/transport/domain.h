@@ -1,0 +1,125 @@
+// The transport contract (DESIGN.md section 3): one Domain is one NIC, or one emulated NIC.
+//
+// A Domain promises reliable, UNORDERED delivery: nothing above it may assume that two work
+// requests (WRs), even to the same peer, complete or land in posting order. A WRITE's data is
+// visible at the target before its imm is reported there.
+//
+// Threading: a Domain is used by exactly one thread (its group's worker), which opens it,
+// posts, polls and closes it. No method blocks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fabric_lib/memory.h"
+#include "fabric_lib/status.h"
+
+namespace fabric_lib::transport {
+
+struct DomainInfo {
+  TransportKind transport = TransportKind::kLibfabric;
+  std::string provider;   // e.g. "tcp;ofi_rxm"
+  std::string fabric;     // e.g. "127.0.0.1/32"
+  std::string name;       // e.g. "lo", "rdmap0s31-rdm", "shm"
+  size_t max_inflight = 0;        // WRs that may be outstanding at once (post returns kAgain beyond)
+  uint64_t max_msg_bytes = 0;     // largest single WRITE/SEND
+  bool delivery_complete = false; // a WRITE's local completion means the target has the data
+};
+
+// Opaque handle of a peer inserted into the domain's address vector.
+using PeerHandle = uint64_t;
+
+// A registration on one domain.
+struct DomainMr {
+  uint64_t id = 0;         // domain-local id, for unregister_memory
+  void* desc = nullptr;    // local descriptor to pass with WRs from this region
+  uint64_t rkey = 0;       // remote key for peers
+  uint64_t addr_base = 0;  // remote address of byte 0 (VA or 0, per the provider's mr_mode)
+  std::vector<uint8_t> transport_blob;
+};
+
+struct WriteWr {
+  const void* src = nullptr;  // null with length 0: imm-only (the domain supplies a valid source)
+  uint64_t length = 0;
+  void* src_desc = nullptr;
+  PeerHandle peer = 0;
+  uint64_t remote_addr = 0;
+  uint64_t rkey = 0;
+  bool has_imm = false;
+  uint32_t imm = 0;
+  uint64_t context = 0;
+};
+
+struct SendWr {
+  const void* buf = nullptr;
+  uint64_t length = 0;
+  void* desc = nullptr;
+  PeerHandle peer = 0;
+  uint64_t context = 0;
+};
+
+struct RecvWr {
+  void* buf = nullptr;
+  uint64_t length = 0;
+  void* desc = nullptr;
+  uint64_t context = 0;
+};
+
+enum class PostResult : uint8_t {
+  kPosted,  // the WR will produce exactly one completion event
+  kAgain,   // transient back-pressure: poll, then post it again
+  kFailed,  // rejected; no event will come (error filled in)
+};
+
+enum class EventKind : uint8_t {
+  kWriteDone,     // local completion of a WRITE (context = WriteWr::context)
+  kSendDone,      // local completion of a SEND
+  kRecvDone,      // a message landed in a posted receive (context = RecvWr::context, length set)
+  kImm,           // a remote WRITE with imm landed here (imm set; context unused)
+  kRemoteError,   // an error without a local operation (logged by the worker)
+};
+
+struct Event {
+  EventKind kind = EventKind::kWriteDone;
+  uint32_t imm = 0;
+  uint64_t context = 0;
+  uint64_t length = 0;
+  Status status;  // ok, or why the operation failed
+};
+
+class Domain {
+ public:
+  virtual ~Domain() = default;
+
+  virtual const DomainInfo& info() const = 0;
+  // This domain's address, as peers must see it.
+  virtual const std::vector<uint8_t>& address() const = 0;
+
+  virtual Result<DomainMr> register_memory(void* ptr, size_t length, Access access, MemoryKind kind) = 0;
+  virtual void unregister_memory(uint64_t mr_id) = 0;
+
+  virtual Result<PeerHandle> add_peer(std::span<const uint8_t> address) = 0;
+  virtual void remove_peer(PeerHandle peer) = 0;
+
+  virtual PostResult post_write(const WriteWr& wr, Status* error) = 0;
+  virtual PostResult post_send(const SendWr& wr, Status* error) = 0;
+  virtual PostResult post_recv(const RecvWr& wr, Status* error) = 0;
+
+  // Appends up to `max` events; returns how many were appended. Also drives the provider's
+  // progress, so it must be called regularly even when nothing is outstanding.
+  virtual size_t poll(std::vector<Event>& out, size_t max) = 0;
+
+  // A file descriptor that becomes readable when poll() may have work, or -1 when the domain
+  // offers none (then the worker backs off by sleeping).
+  virtual int wait_fd() const { return -1; }
+  // Call right before blocking on wait_fd(): true when blocking is safe now (nothing is ready).
+  virtual bool ready_to_block() { return false; }
+  // True while the domain holds work of its own that needs more poll() calls (e.g. WRs held back
+  // by a reordering wrapper); the worker does not sleep then.
+  virtual bool has_deferred_work() const { return false; }
+};
+
+}  // namespace fabric_lib::transport

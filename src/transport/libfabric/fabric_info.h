@@ -1,0 +1,34 @@
+// Choosing a libfabric fi_info for one domain: the hints we need, and matching an interface name.
+#pragma once
+
+#include <rdma/fabric.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fabric_lib/status.h"
+
+namespace fabric_lib::transport::libfabric {
+
+struct FiInfoDeleter {
+  void operator()(fi_info* info) const { fi_freeinfo(info); }
+};
+using FiInfoPtr = std::unique_ptr<fi_info, FiInfoDeleter>;
+
+// The libfabric API version we ask for.
+inline constexpr uint32_t kFiVersion = FI_VERSION(1, 17);
+
+// fi_strerror text for a negative libfabric return value, with the failing call's name.
+Status provider_error(const char* call, int ret);
+
+// Returns a copy of the fi_info to open for `provider` (any libfabric provider string) on the
+// domain or fabric named `interface_name` (empty: the provider's first suitable domain).
+// Requires FI_EP_RDM + FI_MSG + FI_RMA + remote CQ data of >= 4 bytes; asks for delivery-complete
+// writes and falls back without them.
+Result<FiInfoPtr> select_fi_info(const std::string& provider, const std::string& interface_name);
+
+// The distinct domain names the provider offers, in its order (used for default NIC selection).
+Result<std::vector<std::string>> list_domain_names(const std::string& provider);
+
+}  // namespace fabric_lib::transport::libfabric

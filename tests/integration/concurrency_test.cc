@@ -1,0 +1,111 @@
+// Thousands of requests in flight from several threads and from inside callbacks, and stop()
+// with work in flight: every accepted request completes exactly once.
+#include <thread>
+
+#include "integration/engine_fixture.h"
+
+namespace fabric_lib::testing {
+namespace {
+
+using ConcurrencyTest = EngineTest;
+
+// 4 threads submit 5000 small writes with imms (plus 200 more submitted from completion
+// callbacks); each request's callback runs exactly once, every imm is counted and every byte lands.
+TEST_P(ConcurrencyTest, ThousandsInFlightCompleteExactlyOnce) {
+  constexpr size_t kThreads = 4, kPerThread = 1250, kChunk = 256, kChained = 200;
+  constexpr size_t kTotal = kThreads * kPerThread;
+  const size_t region = (kTotal + kChained) * kChunk;
+  AgentProcess agent(GetParam(), region);
+  ASSERT_TRUE(agent.started());
+  auto engine = make_engine();
+  ASSERT_TRUE(engine);
+  SourceBuffer src(*engine, region, 51);
+  Shadow shadow(region);
+  shadow.write(src, 0, 0, region);
+
+  std::vector<std::atomic<int>> calls(kTotal + kChained);
+  std::atomic<size_t> errors{0}, finished{0}, chained{0};
+  auto submit = [&](size_t i, auto& self) -> void {
+    WriteRequest w{src.reg.handle, i * kChunk, agent.desc(), i * kChunk, kChunk, 61};
+    auto id = engine->submit_write(w, Completion::callback([&, i](const Status& s) {
+      calls[i].fetch_add(1);
+      if (!s.ok()) errors.fetch_add(1);
+      // The first completions each submit one more write from inside the callback.
+      const size_t c = chained.fetch_add(1);
+      if (c < kChained) self(kTotal + c, self);
+      finished.fetch_add(1);
+    }));
+    if (!id.ok()) {
+      ADD_FAILURE() << id.status().to_string();
+      calls[i].fetch_add(1000);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < kPerThread; ++k) submit(t * kPerThread + k, submit);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_TRUE(agent.expect_imms(61, kTotal + kChained));
+  for (int i = 0; i < 12000 && finished.load() < kTotal + kChained; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(finished.load(), kTotal + kChained);
+  EXPECT_EQ(errors.load(), 0u);
+  for (size_t i = 0; i < calls.size(); ++i) ASSERT_EQ(calls[i].load(), 1) << "request " << i;
+  EXPECT_EQ(agent.hash(0, region), shadow.hash());
+  EXPECT_EQ(agent.count(61), 0u);
+  const EngineStats st = engine->stats();
+  EXPECT_EQ(st.requests_submitted, kTotal + kChained);
+  EXPECT_EQ(st.requests_completed, kTotal + kChained);
+}
+
+// stop() with thousands of writes queued or in flight: each completes exactly once, Ok or
+// Cancelled; stop() returns; later submits are refused with Stopped.
+TEST_P(ConcurrencyTest, StopWithWorkInFlightCancelsEachOnce) {
+  constexpr size_t kRequests = 4000, kChunk = 64 * 1024;
+  const size_t region = 4 << 20;
+  AgentProcess agent(GetParam(), region);
+  ASSERT_TRUE(agent.started());
+  auto engine = make_engine();
+  ASSERT_TRUE(engine);
+  SourceBuffer src(*engine, region, 52);
+  std::vector<std::atomic<int>> calls(kRequests);
+  std::atomic<size_t> ok{0}, cancelled{0}, other{0};
+  for (size_t i = 0; i < kRequests; ++i) {
+    const uint64_t off = (i * kChunk) % region;
+    auto id = engine->submit_write({src.reg.handle, off, agent.desc(), off, kChunk, 62},
+                                   Completion::callback([&, i](const Status& s) {
+                                     calls[i].fetch_add(1);
+                                     if (s.ok()) {
+                                       ok.fetch_add(1);
+                                     } else if (s.code() == ErrorCode::kCancelled) {
+                                       cancelled.fetch_add(1);
+                                     } else {
+                                       other.fetch_add(1);
+                                     }
+                                   }));
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+  }
+  CompletionCounter pending_expectation;
+  ASSERT_TRUE(engine->imms().expect(999, 1, Completion::counter(pending_expectation)).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(engine->stop().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  // stop() returns after every callback ran.
+  for (size_t i = 0; i < kRequests; ++i) ASSERT_EQ(calls[i].load(), 1) << "request " << i;
+  EXPECT_EQ(ok.load() + cancelled.load(), kRequests);
+  EXPECT_EQ(other.load(), 0u);
+  EXPECT_GT(cancelled.load(), 0u) << "stop() came too late to cancel anything";
+  EXPECT_EQ(pending_expectation.errors, 1u);
+  EXPECT_EQ(engine->submit_write({src.reg.handle, 0, agent.desc(), 0, 1}, Completion()).status().code(),
+            ErrorCode::kStopped);
+  EXPECT_EQ(engine->submit_imm(1, agent.desc(), Completion()).status().code(), ErrorCode::kStopped);
+  EXPECT_TRUE(engine->stop().ok());  // idempotent
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, ConcurrencyTest, ::testing::ValuesIn(provider_matrix()), matrix_name);
+
+}  // namespace
+}  // namespace fabric_lib::testing

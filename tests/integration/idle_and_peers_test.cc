@@ -1,0 +1,93 @@
+// The worker's idle policy and pinning, and peers that are forgotten and come back.
+#include <dirent.h>
+#include <sched.h>
+#include <sys/resource.h>
+
+#include <fstream>
+
+#include "integration/engine_fixture.h"
+
+namespace fabric_lib::testing {
+namespace {
+
+using IdleAndPeersTest = EngineTest;
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Thread ids of this process whose name is `name`.
+std::vector<pid_t> threads_named(const std::string& name) {
+  std::vector<pid_t> out;
+  DIR* dir = opendir("/proc/self/task");
+  if (!dir) return out;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string n;
+    std::getline(comm, n);
+    if (n == name) out.push_back(static_cast<pid_t>(std::stoi(e->d_name)));
+  }
+  closedir(dir);
+  return out;
+}
+
+// An idle engine with the adaptive policy (the default) uses almost no CPU, even after traffic.
+TEST_P(IdleAndPeersTest, IdleAdaptiveEngineUsesNearlyNoCpu) {
+  AgentProcess agent(GetParam(), 1 << 20);
+  ASSERT_TRUE(agent.started());
+  auto engine = make_engine();
+  ASSERT_TRUE(engine);
+  SourceBuffer src(*engine, 1 << 20, 81);
+  CompletionCounter done;
+  ASSERT_TRUE(engine->submit_write({src.reg.handle, 0, agent.desc(), 0, 1 << 20, 3}, Completion::counter(done)).ok());
+  wait_all(done, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the spin budget
+  const double before = process_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double used = process_cpu_seconds() - before;
+  EXPECT_LT(used, 0.05) << "an idle engine used " << used * 100 << "% of a core";
+  // And it still wakes up for new work.
+  ASSERT_TRUE(engine->submit_write({src.reg.handle, 0, agent.desc(), 0, 4096, 4}, Completion::counter(done)).ok());
+  wait_all(done, 2);
+  EXPECT_TRUE(agent.expect_imms(4, 1));
+}
+
+// pin_worker() pins the group's worker thread (named fl-worker-<group>) to that CPU.
+TEST_P(IdleAndPeersTest, PinnedWorkerRunsOnItsCpu) {
+  const int cpu = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) - 1;
+  auto engine = GetParam().builder().pin_worker(0, cpu).build();
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto tids = threads_named("fl-worker-0");
+  ASSERT_EQ(tids.size(), 1u);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(tids[0], sizeof(set), &set), 0);
+  EXPECT_EQ(CPU_COUNT(&set), 1);
+  EXPECT_TRUE(CPU_ISSET(cpu, &set));
+}
+
+// A forgotten peer is inserted again by the next request to it, which then lands.
+TEST_P(IdleAndPeersTest, ForgottenPeerIsReinsertedOnNextUse) {
+  AgentProcess agent(GetParam(), 8192);
+  ASSERT_TRUE(agent.started());
+  auto engine = make_engine();
+  ASSERT_TRUE(engine);
+  SourceBuffer src(*engine, 8192, 82);
+  CompletionCounter done;
+  ASSERT_TRUE(engine->submit_write({src.reg.handle, 0, agent.desc(), 0, 4096, 5}, Completion::counter(done)).ok());
+  wait_all(done, 1);
+  ASSERT_TRUE(engine->forget_peer(agent.desc()).ok());
+  ASSERT_TRUE(engine->submit_write({src.reg.handle, 4096, agent.desc(), 4096, 4096, 5}, Completion::counter(done)).ok());
+  wait_all(done, 2);
+  EXPECT_EQ(done.errors, 0u);
+  EXPECT_TRUE(agent.expect_imms(5, 2));
+  EXPECT_EQ(agent.hash(0, 8192), hash_hex(src.bytes.data(), 8192));
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, IdleAndPeersTest, ::testing::ValuesIn(provider_matrix()), matrix_name);
+
+}  // namespace
+}  // namespace fabric_lib::testing

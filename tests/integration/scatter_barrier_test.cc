@@ -1,0 +1,109 @@
+// Scatter (with and without a pre-resolved PeerGroup, by peer and by bytes) and barrier across
+// three target processes.
+#include "integration/engine_fixture.h"
+
+namespace fabric_lib::testing {
+namespace {
+
+constexpr size_t kPeers = 3;
+constexpr size_t kRegion = 1 << 20;
+
+struct ScatterCase {
+  ScatterSharding sharding;
+  bool use_group;
+};
+
+class ScatterTest : public EngineTest {
+ protected:
+  void run(const ScatterCase& sc) {
+    std::vector<std::unique_ptr<AgentProcess>> agents;
+    for (size_t i = 0; i < kPeers; ++i) {
+      agents.push_back(std::make_unique<AgentProcess>(GetParam(), kRegion));
+      ASSERT_TRUE(agents.back()->started());
+    }
+    auto engine = make_engine();
+    ASSERT_TRUE(engine);
+    SourceBuffer src(*engine, kRegion, 21);
+    std::vector<Shadow> shadows(kPeers, Shadow(kRegion));
+
+    ScatterRequest req;
+    req.src = src.reg.handle;
+    req.imm = 31;
+    req.sharding = sc.sharding;
+    PeerGroup group;
+    if (sc.use_group) {
+      std::vector<MrDesc> descs;
+      for (auto& a : agents) descs.push_back(a->desc());
+      auto g = engine->add_peer_group(descs);
+      ASSERT_TRUE(g.ok()) << g.status().to_string();
+      group = *g;
+      EXPECT_EQ(group.size(), kPeers);
+      req.group = &group;
+    }
+    // Target t gets a different slice, length and offset; peer 1 gets two slices.
+    const std::vector<std::pair<size_t, ScatterTarget>> layout = {
+        {0, {4096, 0, 100}}, {1, {300000, 5000, 0}}, {2, {1, 777, 9}}, {1, {70000, 400000, 600000}}};
+    for (const auto& [peer, target] : layout) {
+      ScatterTarget t = target;
+      if (sc.use_group) {
+        t.peer = static_cast<uint32_t>(peer);
+      } else {
+        t.dst = agents[peer]->desc();
+      }
+      req.targets.push_back(t);
+      shadows[peer].write(src, t.src_offset, t.dst_offset, t.length);
+    }
+    std::vector<uint64_t> expected(kPeers, 0);
+    for (size_t i = 0; i < layout.size(); ++i) expected[layout[i].first] += imm_count_of(req, i, domains());
+
+    CompletionCounter done;
+    ASSERT_TRUE(engine->submit_scatter(req, Completion::counter(done)).ok());
+    for (size_t p = 0; p < kPeers; ++p) EXPECT_TRUE(agents[p]->expect_imms(31, expected[p])) << "peer " << p;
+    wait_all(done, 1);
+    EXPECT_EQ(done.errors, 0u);
+    for (size_t p = 0; p < kPeers; ++p) {
+      EXPECT_EQ(agents[p]->hash(0, kRegion), shadows[p].hash()) << "peer " << p;
+      EXPECT_EQ(agents[p]->count(31), 0u) << "peer " << p;
+    }
+  }
+};
+
+// Every target's slice lands at its offset and each peer counts the imms imm_count_of() gives.
+TEST_P(ScatterTest, ByPeerWithoutGroup) { run({ScatterSharding::kByPeer, false}); }
+TEST_P(ScatterTest, ByPeerWithPeerGroup) { run({ScatterSharding::kByPeer, true}); }
+TEST_P(ScatterTest, ByBytesWithoutGroup) { run({ScatterSharding::kByBytes, false}); }
+TEST_P(ScatterTest, ByBytesWithPeerGroup) { run({ScatterSharding::kByBytes, true}); }
+
+// A barrier delivers exactly one imm to each peer and completes once.
+TEST_P(ScatterTest, BarrierReachesEveryPeerOnce) {
+  std::vector<std::unique_ptr<AgentProcess>> agents;
+  std::vector<MrDesc> descs;
+  for (size_t i = 0; i < kPeers; ++i) {
+    agents.push_back(std::make_unique<AgentProcess>(GetParam(), 4096));
+    ASSERT_TRUE(agents.back()->started());
+    descs.push_back(agents.back()->desc());
+  }
+  auto engine = make_engine();
+  ASSERT_TRUE(engine);
+  std::atomic<int> calls{0};
+  Status final_status = internal_error("not called");
+  std::mutex mu;
+  ASSERT_TRUE(engine
+                  ->submit_barrier(41, descs, Completion::callback([&](const Status& s) {
+                                     std::lock_guard lock(mu);
+                                     final_status = s;
+                                     calls.fetch_add(1);
+                                   }))
+                  .ok());
+  for (size_t p = 0; p < kPeers; ++p) EXPECT_TRUE(agents[p]->expect_imms(41, kImmCountOfBarrierPerPeer));
+  for (int i = 0; i < 2000 && calls.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(calls.load(), 1);
+  std::lock_guard lock(mu);
+  EXPECT_TRUE(final_status.ok()) << final_status.to_string();
+  for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->count(41), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, ScatterTest, ::testing::ValuesIn(provider_matrix()), matrix_name);
+
+}  // namespace
+}  // namespace fabric_lib::testing

@@ -1,0 +1,75 @@
+// Test peers in separate processes. The integration test binary re-executes itself in "agent"
+// mode (see integration_main.cc); the agent owns a TransferEngine and a registered target region
+// and answers text commands over a control channel, so tests can check bytes and imm counts in
+// another process.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <ostream>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/control_channel.h"
+#include "fabric_lib/fabric_lib.h"
+
+namespace fabric_lib::testing {
+
+// One provider configuration of the integration matrix.
+struct ProviderConfig {
+  std::string name;       // test-name suffix
+  std::string provider;   // libfabric provider string
+  std::string interface_name;  // "" = provider default
+  size_t domains = 1;
+  uint64_t reorder_seed = 0;   // != 0: simulate_unordered_network
+
+  TransferEngineBuilder builder() const;
+};
+
+// How GoogleTest prints a configuration in failure messages.
+inline void PrintTo(const ProviderConfig& c, std::ostream* os) { *os << c.name; }
+
+// The matrix of DESIGN.md section 8: tcp, shm, udp;ofi_rxd, and tcp under the reordering
+// wrapper, each with 1 and 4 domains per group.
+std::vector<ProviderConfig> provider_matrix();
+
+// Entry point of the agent process: argv after "--fabric-agent".
+int run_agent(int argc, char** argv);
+
+// The test's handle on one agent process.
+class AgentProcess {
+ public:
+  static constexpr std::chrono::milliseconds kTimeout{60000};
+
+  AgentProcess(const ProviderConfig& config, size_t region_bytes);
+  ~AgentProcess();  // asks the agent to exit; kills it if it does not
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
+
+  bool started() const { return !desc_.empty(); }
+  const MrDesc& desc() const { return desc_; }  // the agent's target region
+  const DomainAddress& address() const { return address_; }
+  pid_t pid() const { return pid_; }
+
+  // Sends one command and returns the reply ("<no reply>" on timeout or a dead agent).
+  std::string call(const std::string& command, std::chrono::milliseconds timeout = kTimeout);
+  // FNV-1a of the agent's region bytes [offset, offset + length), as the agent computes it.
+  std::string hash(uint64_t offset, uint64_t length);
+  // Waits until the agent's ImmCounter has seen `n` of `imm` (an expectation set in the agent).
+  bool expect_imms(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout = kTimeout);
+  uint64_t count(uint32_t imm);
+  void kill_now();
+
+ private:
+  pid_t pid_ = -1;
+  tools::ControlChannel channel_;
+  MrDesc desc_;
+  DomainAddress address_;
+};
+
+// Hex FNV-1a of bytes, matching AgentProcess::hash.
+std::string hash_hex(const uint8_t* p, size_t n);
+
+}  // namespace fabric_lib::testing
