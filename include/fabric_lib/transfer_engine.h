@@ -138,6 +138,9 @@ class TransferEngine {
   bool stopped() const;
 
   EngineStats stats() const;
+  // With TransferEngineBuilder::record_submit_latency(true): the time from each submit call's
+  // start to its first WR handed to the provider, in ns, since the last call (then cleared).
+  std::vector<uint32_t> take_submit_latencies_ns();
 
  private:
   friend class TransferEngineBuilder;
@@ -179,6 +182,9 @@ class TransferEngineBuilder {
   // and holds back some completions and imms: the unordered delivery of EFA, on any provider.
   // For testing applications (and this library) against reordering. Seed 0 = off.
   TransferEngineBuilder& simulate_unordered_network(uint64_t seed);
+  // Records the submit-call-to-first-post latency of every request (benchmarks; costs one clock
+  // read per submit). Read it with TransferEngine::take_submit_latencies_ns().
+  TransferEngineBuilder& record_submit_latency(bool on);
 
   Result<std::unique_ptr<TransferEngine>> build() const;
 

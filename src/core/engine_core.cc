@@ -195,9 +195,10 @@ Status EngineCore::check_route(const Route& route) const {
 
 // --- submission -------------------------------------------------------------------------------
 
-TransferId EngineCore::enqueue(size_t group, std::unique_ptr<Request> request) {
+TransferId EngineCore::enqueue(size_t group, std::unique_ptr<Request> request, const SubmitScope& scope) {
   const TransferId id = next_transfer_id_.fetch_add(1, std::memory_order_relaxed);
   request->id = id;
+  request->submit_ns = scope.start_ns();
   if (request->kind == RequestKind::kWrite) group_by_domain(*request, num_domains());
   stats_.requests_submitted.fetch_add(1, std::memory_order_relaxed);
   workers_[group]->submit(request.release());
@@ -206,7 +207,7 @@ TransferId EngineCore::enqueue(size_t group, std::unique_ptr<Request> request) {
 
 Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, std::span<const uint8_t> message,
                                            Completion done) {
-  SubmitScope scope(*this);
+  SubmitScope scope(*this, options_.record_submit_latency);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (dst.empty()) return invalid_argument("submit_send: empty destination address");
   if (message.size() > options_.max_message_bytes) {
@@ -218,7 +219,7 @@ Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, std::span<c
   r->completion = std::move(done);
   r->message.assign(message.begin(), message.end());
   r->send_to = dst;
-  return enqueue(0, std::move(r));
+  return enqueue(0, std::move(r), scope);
 }
 
 Status EngineCore::post_recvs(size_t count, size_t max_length, RecvCallback on_recv, RecvErrorCallback on_error) {
@@ -239,7 +240,7 @@ Status EngineCore::post_recvs(size_t count, size_t max_length, RecvCallback on_r
 }
 
 Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group) {
-  SubmitScope scope(*this);
+  SubmitScope scope(*this, options_.record_submit_latency);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   FABRIC_LIB_RETURN_IF_ERROR(check_remote(dst, 0, 0, group));
@@ -249,11 +250,11 @@ Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Compl
   r->has_imm = true;
   r->imm = imm;
   planner::plan_imm_only(1, num_domains(), workers_[group]->next_start_domain(), r->wrs);
-  return enqueue(group, std::move(r));
+  return enqueue(group, std::move(r), scope);
 }
 
 Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion done) {
-  SubmitScope scope(*this);
+  SubmitScope scope(*this, options_.record_submit_latency);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (request.length == 0 && !request.imm) return invalid_argument("submit_write: zero length without an imm");
   Result<std::shared_ptr<MrEntry>> src = local_region(request.src, request.src_offset, request.length);
@@ -268,11 +269,11 @@ Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion don
   r->imm = request.imm.value_or(0);
   planner::plan_write(request, num_domains(), workers_[group]->next_start_domain(), r->wrs);
   r->targets = {std::move(request.dst)};
-  return enqueue(group, std::move(r));
+  return enqueue(group, std::move(r), scope);
 }
 
 Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Completion done) {
-  SubmitScope scope(*this);
+  SubmitScope scope(*this, options_.record_submit_latency);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   const size_t pages = request.src_pages.size();
   if (pages == 0) return invalid_argument("submit_paged_writes: no pages");
@@ -312,11 +313,11 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
   r->imm = request.imm.value_or(0);
   planner::plan_paged(request, num_domains(), workers_[group]->next_start_domain(), r->wrs);
   r->targets = {std::move(request.dst)};
-  return enqueue(group, std::move(r));
+  return enqueue(group, std::move(r), scope);
 }
 
 Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, Completion done) {
-  SubmitScope scope(*this);
+  SubmitScope scope(*this, options_.record_submit_latency);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (request.targets.empty()) return invalid_argument("submit_scatter: no targets");
   if (request.targets.size() > UINT32_MAX) return invalid_argument("submit_scatter: too many targets");
@@ -359,12 +360,12 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, Completion
     r->targets.reserve(request.targets.size());
     for (ScatterTarget& t : request.targets) r->targets.push_back(std::move(t.dst));
   }
-  return enqueue(group, std::move(r));
+  return enqueue(group, std::move(r), scope);
 }
 
 Result<TransferId> EngineCore::submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done,
                                               size_t group) {
-  SubmitScope scope(*this);
+  SubmitScope scope(*this, options_.record_submit_latency);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   if (peers.empty()) return invalid_argument("submit_barrier: no peers");
@@ -378,7 +379,7 @@ Result<TransferId> EngineCore::submit_barrier(uint32_t imm, std::span<const MrDe
   r->has_imm = true;
   r->imm = imm;
   planner::plan_imm_only(peers.size(), num_domains(), workers_[group]->next_start_domain(), r->wrs);
-  return enqueue(group, std::move(r));
+  return enqueue(group, std::move(r), scope);
 }
 
 Result<PeerGroup> EngineCore::add_peer_group(std::span<const MrDesc> peers, size_t group) {
@@ -439,6 +440,19 @@ void EngineCore::shutdown_workers() {
   for (auto& worker : workers_) worker->stop();
   imms_->shutdown(cancelled("engine stopped"));
   registry_.clear();
+}
+
+std::vector<uint32_t> EngineCore::take_submit_latencies_ns() {
+  std::vector<uint32_t> all;
+  for (auto& worker : workers_) {
+    std::vector<uint32_t> part;
+    worker->run_sync([&](GroupWorker& w) {
+      part = w.take_submit_latencies();
+      return ok_status();
+    });
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
 }
 
 EngineStats EngineCore::stats() const {

@@ -46,17 +46,23 @@ class EngineCore {
   Status stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
   EngineStats stats() const;
+  std::vector<uint32_t> take_submit_latencies_ns();
 
  private:
   // Holds off stop() while a submit is between its "accepting?" check and its enqueue.
+  // Also notes when the API call began, for the submit-to-first-post measurement.
   class SubmitScope {
    public:
-    explicit SubmitScope(EngineCore& e) : e_(e) { e_.active_submits_.fetch_add(1, std::memory_order_seq_cst); }
+    SubmitScope(EngineCore& e, bool timed) : e_(e), start_ns_(timed ? monotonic_ns() : 0) {
+      e_.active_submits_.fetch_add(1, std::memory_order_seq_cst);
+    }
     ~SubmitScope() { e_.active_submits_.fetch_sub(1, std::memory_order_seq_cst); }
     bool accepting() const { return e_.accepting_.load(std::memory_order_seq_cst); }
+    int64_t start_ns() const { return start_ns_; }
 
    private:
     EngineCore& e_;
+    int64_t start_ns_;
   };
 
   Result<std::shared_ptr<MrEntry>> local_region(MrHandle handle, uint64_t offset, uint64_t length) const;
@@ -64,7 +70,7 @@ class EngineCore {
   Status check_route(const Route& route) const;
   Status check_group(size_t group) const;
   // Plans are grouped by domain, the request is counted and handed to its group's worker.
-  TransferId enqueue(size_t group, std::unique_ptr<Request> request);
+  TransferId enqueue(size_t group, std::unique_ptr<Request> request, const SubmitScope& scope);
   // Refuses new work, stops every worker (cancelling what they hold) and imm expectations.
   void shutdown_workers();
 

@@ -24,6 +24,7 @@ struct TransferEngineBuilder::Options {
   size_t max_message_bytes = 64 * 1024;
   size_t imm_table_capacity = ImmCounter::kDefaultCapacity;
   uint64_t reorder_seed = 0;
+  bool record_submit_latency = false;
 };
 
 }  // namespace fabric_lib

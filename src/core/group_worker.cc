@@ -16,6 +16,7 @@ constexpr size_t kMaxPostsPerPass = 64;
 constexpr size_t kMaxEventsPerPoll = 64;
 constexpr size_t kRequestsPerAccept = 64;
 constexpr size_t kSendSlots = 64;
+constexpr size_t kMaxLatencySamples = 1 << 22;
 
 Status pin_to_cpu(int cpu) {
   cpu_set_t set;
@@ -243,6 +244,12 @@ bool GroupWorker::post_pending(size_t d) {
       ++r->inflight;
       ++ds.inflight;
       ++posted;
+      if (r->submit_ns != 0) {
+        if (submit_latencies_.size() < kMaxLatencySamples) {
+          submit_latencies_.push_back(static_cast<uint32_t>(std::min<int64_t>(monotonic_ns() - r->submit_ns, UINT32_MAX)));
+        }
+        r->submit_ns = 0;
+      }
     } else {
       r->fail(std::move(error));
     }

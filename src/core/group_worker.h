@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/completion_dispatcher.h"
@@ -72,6 +73,8 @@ class GroupWorker {
   Result<transport::PeerHandle> resolve_peer(size_t d, std::span<const uint8_t> address);
   void forget_peer(size_t d, std::span<const uint8_t> address);
   Status add_recv_pool(std::shared_ptr<RecvPool> pool);
+  // Submit-call-to-first-WR-posted latencies recorded so far (ns); clears them.
+  std::vector<uint32_t> take_submit_latencies() { return std::exchange(submit_latencies_, {}); }
 
  private:
   struct Stream {
@@ -120,6 +123,7 @@ class GroupWorker {
   std::vector<std::shared_ptr<RecvPool>> recv_pools_;
   std::vector<RecvSlot*> recvs_to_post_;
   std::vector<transport::Event> events_;
+  std::vector<uint32_t> submit_latencies_;
 };
 
 }  // namespace fabric_lib::detail

@@ -1,6 +1,7 @@
 // An accepted operation as the worker sees it: its WRs, grouped by domain, and its progress.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -14,6 +15,11 @@
 namespace fabric_lib::detail {
 
 struct PeerGroupData;
+
+inline int64_t monotonic_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 enum class RequestKind : uint8_t { kWrite, kSend };
 
@@ -35,6 +41,9 @@ struct Request {
   std::vector<uint8_t> message;
   DomainAddress send_to;
   int send_slot = -1;
+
+  // When the submit call began (monotonic_ns), when submit latency is recorded; 0 otherwise.
+  int64_t submit_ns = 0;
 
   // Progress (worker thread only).
   uint32_t unposted = 0;  // WRs not yet handed to a domain

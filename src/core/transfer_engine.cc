@@ -60,5 +60,6 @@ ImmCounter& TransferEngine::imms() { return core_->imms(); }
 Status TransferEngine::stop() { return core_->stop(); }
 bool TransferEngine::stopped() const { return core_->stopped(); }
 EngineStats TransferEngine::stats() const { return core_->stats(); }
+std::vector<uint32_t> TransferEngine::take_submit_latencies_ns() { return core_->take_submit_latencies_ns(); }
 
 }  // namespace fabric_lib

@@ -58,6 +58,10 @@ TransferEngineBuilder& TransferEngineBuilder::imm_table_capacity(size_t n) {
   options_->imm_table_capacity = n;
   return *this;
 }
+TransferEngineBuilder& TransferEngineBuilder::record_submit_latency(bool on) {
+  options_->record_submit_latency = on;
+  return *this;
+}
 TransferEngineBuilder& TransferEngineBuilder::simulate_unordered_network(uint64_t seed) {
   options_->reorder_seed = seed;
   return *this;

@@ -87,6 +87,26 @@ TEST_P(IdleAndPeersTest, ForgottenPeerIsReinsertedOnNextUse) {
   EXPECT_EQ(agent.hash(0, 8192), hash_hex(src.bytes.data(), 8192));
 }
 
+// record_submit_latency(true) yields one submit-to-first-post sample per request; off, none.
+TEST_P(IdleAndPeersTest, SubmitLatenciesAreRecordedWhenAsked) {
+  AgentProcess agent(GetParam(), 8192);
+  ASSERT_TRUE(agent.started());
+  for (bool on : {true, false}) {
+    auto engine = GetParam().builder().record_submit_latency(on).build();
+    ASSERT_TRUE(engine.ok());
+    SourceBuffer src(**engine, 8192, 83);
+    CompletionCounter done;
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 64}, Completion::counter(done)).ok());
+    }
+    wait_all(done, 100);
+    auto samples = (*engine)->take_submit_latencies_ns();
+    EXPECT_EQ(samples.size(), on ? 100u : 0u);
+    for (uint32_t ns : samples) EXPECT_LT(ns, 10'000'000'000ull);
+    EXPECT_TRUE((*engine)->take_submit_latencies_ns().empty());  // taken means cleared
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Matrix, IdleAndPeersTest, ::testing::ValuesIn(provider_matrix()), matrix_name);
 
 }  // namespace
