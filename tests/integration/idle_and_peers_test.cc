@@ -102,7 +102,7 @@ TEST_P(IdleAndPeersTest, SubmitLatenciesAreRecordedWhenAsked) {
     wait_all(done, 100);
     auto samples = (*engine)->take_submit_latencies_ns();
     EXPECT_EQ(samples.size(), on ? 100u : 0u);
-    for (uint32_t ns : samples) EXPECT_LT(ns, 10'000'000'000ull);
+    for (uint32_t ns : samples) EXPECT_LT(ns, 1'000'000'000u);  // each well under a second
     EXPECT_TRUE((*engine)->take_submit_latencies_ns().empty());  // taken means cleared
   }
 }
