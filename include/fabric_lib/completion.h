@@ -27,7 +27,9 @@ struct CompletionCounter {
 // so it may call the engine (submits included) but should not block for long.
 using CompletionCallback = std::function<void(const Status&)>;
 
-// Where one operation's single completion goes.
+using Clock = std::chrono::steady_clock;
+
+// Where one operation's single completion goes, and by when it must have come.
 class Completion {
  public:
   enum class Kind : uint8_t { kNone, kCallback, kCounter };
@@ -36,6 +38,14 @@ class Completion {
   Completion() = default;
   static Completion callback(CompletionCallback fn);
   static Completion counter(CompletionCounter& c);
+
+  // An operation still unfinished at `deadline` completes with DeadlineExceeded; completions
+  // that come later are absorbed. (Overrides the engine's default timeout.)
+  Completion&& with_deadline(Clock::time_point deadline) &&;
+  Completion&& with_timeout(Clock::duration timeout) && { return std::move(*this).with_deadline(Clock::now() + timeout); }
+  Completion& with_deadline(Clock::time_point deadline) &;
+  bool has_deadline() const { return has_deadline_; }
+  Clock::time_point deadline() const { return deadline_; }
 
   Kind kind() const { return kind_; }
   bool is_none() const { return kind_ == Kind::kNone; }
@@ -48,6 +58,8 @@ class Completion {
 
  private:
   Kind kind_ = Kind::kNone;
+  bool has_deadline_ = false;
+  Clock::time_point deadline_{};
   CompletionCallback fn_;
   CompletionCounter* counter_ = nullptr;
 };

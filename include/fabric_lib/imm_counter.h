@@ -46,7 +46,12 @@ class ImmCounter {
 
   // Fires `sink` when the count of `imm` reaches n (n >= 1). AlreadyExists when `imm` already has
   // a pending expectation; ResourceExhausted when the table is full; Stopped after shutdown().
+  // If `sink` carries a deadline (Completion::with_deadline) and the count has not reached n by
+  // then, the sink gets DeadlineExceeded and the expectation is removed; what arrived stays counted.
   Status expect(uint32_t imm, uint64_t n, Completion sink);
+  Status expect(uint32_t imm, uint64_t n, Completion sink, Clock::time_point deadline) {
+    return expect(imm, n, std::move(sink).with_deadline(deadline));
+  }
   // Current count (arrived and not yet consumed).
   uint64_t count(uint32_t imm) const;
   // Whether `imm` has a pending expectation.

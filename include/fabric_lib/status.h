@@ -23,7 +23,8 @@ enum class ErrorCode : uint8_t {
   kStopped,             // the engine was stopped (submit after stop)
   kCancelled,           // an accepted operation ended because of stop() or release()
   kDeadlineExceeded,    // an accepted operation passed its deadline
-  kPeerUnreachable,     // the remote peer failed or cannot be reached
+  kPeerUnreachable,     // the remote peer failed or cannot be reached through any domain
+  kDomainDown,          // the domain (NIC path) carrying part of the operation failed; others work
   kProviderError,       // the transport (libfabric provider) reported an error
   kFailedPrecondition,  // the call is not allowed in the current state (e.g. stop() from a callback)
   kInternal,            // a bug in fabric-lib; please report it

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -69,6 +70,32 @@ class PeerGroup {
   std::shared_ptr<const detail::PeerGroupData> data_;
 };
 
+// How well a peer (a remote group, named by its main address) can be reached.
+enum class PeerHealth : uint8_t {
+  kHealthy,      // every path (local domain i <-> the peer's domain i) works
+  kDegraded,     // some paths failed; traffic uses the others
+  kUnreachable,  // no path works: its operations fail with PeerUnreachable
+};
+
+struct PeerStatus {
+  DomainAddress address;        // the peer's domain-0 address
+  PeerHealth health = PeerHealth::kHealthy;
+  std::vector<bool> paths_up;   // per domain of the group
+  uint32_t inflight = 0;        // WRs in flight to it
+  Status last_error;
+};
+
+// A change of a path's or a peer's health, reported to TransferEngineBuilder::on_health_event.
+struct HealthEvent {
+  size_t group = 0;
+  DomainAddress peer;
+  int domain = -1;     // the path that changed; -1 when the whole peer changed
+  bool up = false;     // the path (or peer) works again
+  PeerHealth health = PeerHealth::kHealthy;  // the peer's health after the change
+  Status reason;
+};
+using HealthCallback = std::function<void(const HealthEvent& event)>;
+
 // Counters of an engine's activity since it was built.
 struct EngineStats {
   uint64_t requests_submitted = 0;
@@ -77,6 +104,9 @@ struct EngineStats {
   uint64_t wrs_posted = 0;
   uint64_t imms_received = 0;
   uint64_t messages_received = 0;
+  uint64_t deadlines_exceeded = 0;  // requests ended by their deadline
+  uint64_t paths_failed = 0;        // path failures (a domain to a peer)
+  uint64_t peers_unreachable = 0;   // times a peer became unreachable
 };
 
 class TransferEngine {
@@ -141,6 +171,8 @@ class TransferEngine {
   // With TransferEngineBuilder::record_submit_latency(true): the time from each submit call's
   // start to its first WR handed to the provider, in ns, since the last call (then cleared).
   std::vector<uint32_t> take_submit_latencies_ns();
+  // Health of every peer `group` has talked to.
+  std::vector<PeerStatus> peer_status(size_t group = 0);
 
  private:
   friend class TransferEngineBuilder;
@@ -182,6 +214,20 @@ class TransferEngineBuilder {
   // and holds back some completions and imms: the unordered delivery of EFA, on any provider.
   // For testing applications (and this library) against reordering. Seed 0 = off.
   TransferEngineBuilder& simulate_unordered_network(uint64_t seed);
+  // --- failure handling (see the README's "Failure semantics") ---
+  // Deadline of requests whose Completion carries none (default: none).
+  TransferEngineBuilder& default_timeout(std::chrono::nanoseconds timeout);
+  // A path (local domain -> peer) with WRs in flight and no completion (nor probe answer) for this
+  // long is declared failed (default 10 s; 0 turns stall detection off).
+  TransferEngineBuilder& stall_timeout(std::chrono::nanoseconds timeout);
+  // After a peer became unreachable, new requests to it fail at once for this long; the next one
+  // after it tries the peer again (default 1 s).
+  TransferEngineBuilder& peer_retry_interval(std::chrono::nanoseconds interval);
+  // Pings every path with WRs in flight (and every failed path, to notice recovery) each
+  // `interval`; `misses` unanswered pings in a row fail the path. Off by default.
+  TransferEngineBuilder& liveness_probe(std::chrono::nanoseconds interval, uint32_t misses);
+  // Called on the callback thread when a path or peer fails or recovers.
+  TransferEngineBuilder& on_health_event(HealthCallback callback);
   // Records the submit-call-to-first-post latency of every request (benchmarks; costs one clock
   // read per submit). Read it with TransferEngine::take_submit_latencies_ns().
   TransferEngineBuilder& record_submit_latency(bool on);

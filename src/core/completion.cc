@@ -29,6 +29,18 @@ Completion Completion::counter(CompletionCounter& counter) {
   return c;
 }
 
+Completion&& Completion::with_deadline(Clock::time_point deadline) && {
+  has_deadline_ = true;
+  deadline_ = deadline;
+  return std::move(*this);
+}
+
+Completion& Completion::with_deadline(Clock::time_point deadline) & {
+  has_deadline_ = true;
+  deadline_ = deadline;
+  return *this;
+}
+
 void Completion::deliver_now(const Status& status) {
   switch (kind_) {
     case Kind::kNone:

@@ -51,6 +51,11 @@ Status EngineCore::start(const std::vector<std::vector<transport::DomainSpec>>& 
     config.idle_policy = options_.idle_policy;
     config.max_inflight_per_domain = options_.max_inflight_per_domain;
     config.max_message_bytes = options_.max_message_bytes;
+    config.stall_timeout_ns = options_.stall_timeout.count();
+    config.peer_retry_ns = options_.peer_retry_interval.count();
+    config.probe_interval_ns = options_.probe_interval.count();
+    config.probe_misses = options_.probe_misses;
+    config.on_health_event = options_.on_health_event;
     auto worker = std::make_unique<GroupWorker>(std::move(config), *imms_, *dispatcher_, stats_);
     FABRIC_LIB_RETURN_IF_ERROR(worker->start());
     workers_.push_back(std::move(worker));
@@ -199,6 +204,13 @@ TransferId EngineCore::enqueue(size_t group, std::unique_ptr<Request> request, c
   const TransferId id = next_transfer_id_.fetch_add(1, std::memory_order_relaxed);
   request->id = id;
   request->submit_ns = scope.start_ns();
+  if (request->completion.has_deadline()) {
+    request->deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               request->completion.deadline().time_since_epoch())
+                               .count();
+  } else if (options_.default_timeout.count() > 0) {
+    request->deadline_ns = monotonic_ns() + options_.default_timeout.count();
+  }
   if (request->kind == RequestKind::kWrite) group_by_domain(*request, num_domains());
   stats_.requests_submitted.fetch_add(1, std::memory_order_relaxed);
   workers_[group]->submit(request.release());
@@ -394,13 +406,10 @@ Result<PeerGroup> EngineCore::add_peer_group(std::span<const MrDesc> peers, size
   data->group = group;
   data->descs.assign(peers.begin(), peers.end());
   Status status = workers_[group]->run_sync([&](GroupWorker& w) {
-    data->handles.assign(w.num_domains(), {});
-    for (size_t d = 0; d < w.num_domains(); ++d) {
-      for (const MrDesc& desc : data->descs) {
-        Result<transport::PeerHandle> h = w.resolve_peer(d, desc.domain(d).address.bytes());
-        if (!h.ok()) return h.status();
-        data->handles[d].push_back(*h);
-      }
+    for (const MrDesc& desc : data->descs) {
+      PeerEntry& peer = w.peer_for(desc);
+      FABRIC_LIB_RETURN_IF_ERROR(w.resolve_all_paths(peer));
+      data->peers.push_back(&peer);
     }
     return ok_status();
   });
@@ -415,7 +424,7 @@ Status EngineCore::forget_peer(const MrDesc& desc, size_t group) {
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   if (desc.empty() || desc.num_domains() != num_domains()) return invalid_argument("forget_peer: descriptor does not match this engine");
   return workers_[group]->run_sync([&](GroupWorker& w) {
-    for (size_t d = 0; d < w.num_domains(); ++d) w.forget_peer(d, desc.domain(d).address.bytes());
+    w.forget_peer(desc);
     return ok_status();
   });
 }
@@ -455,6 +464,16 @@ std::vector<uint32_t> EngineCore::take_submit_latencies_ns() {
   return all;
 }
 
+std::vector<PeerStatus> EngineCore::peer_status(size_t group) {
+  std::vector<PeerStatus> out;
+  if (group >= workers_.size()) return out;
+  workers_[group]->run_sync([&](GroupWorker& w) {
+    out = w.peer_status();
+    return ok_status();
+  });
+  return out;
+}
+
 EngineStats EngineCore::stats() const {
   EngineStats s;
   s.requests_submitted = stats_.requests_submitted.load();
@@ -463,6 +482,9 @@ EngineStats EngineCore::stats() const {
   s.wrs_posted = stats_.wrs_posted.load();
   s.imms_received = stats_.imms_received.load();
   s.messages_received = stats_.messages_received.load();
+  s.deadlines_exceeded = stats_.deadlines_exceeded.load();
+  s.paths_failed = stats_.paths_failed.load();
+  s.peers_unreachable = stats_.peers_unreachable.load();
   return s;
 }
 

@@ -47,6 +47,7 @@ class EngineCore {
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
   EngineStats stats() const;
   std::vector<uint32_t> take_submit_latencies_ns();
+  std::vector<PeerStatus> peer_status(size_t group);
 
  private:
   // Holds off stop() while a submit is between its "accepting?" check and its enqueue.

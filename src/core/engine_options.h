@@ -1,6 +1,7 @@
 // The settings a TransferEngineBuilder records.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -25,6 +26,12 @@ struct TransferEngineBuilder::Options {
   size_t imm_table_capacity = ImmCounter::kDefaultCapacity;
   uint64_t reorder_seed = 0;
   bool record_submit_latency = false;
+  std::chrono::nanoseconds default_timeout{0};
+  std::chrono::nanoseconds stall_timeout{std::chrono::seconds(10)};
+  std::chrono::nanoseconds peer_retry_interval{std::chrono::seconds(1)};
+  std::chrono::nanoseconds probe_interval{0};
+  uint32_t probe_misses = 3;
+  HealthCallback on_health_event;
 };
 
 }  // namespace fabric_lib

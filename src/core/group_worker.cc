@@ -15,7 +15,6 @@ namespace {
 constexpr size_t kMaxPostsPerPass = 64;
 constexpr size_t kMaxEventsPerPoll = 64;
 constexpr size_t kRequestsPerAccept = 64;
-constexpr size_t kSendSlots = 64;
 constexpr size_t kMaxLatencySamples = 1 << 22;
 
 Status pin_to_cpu(int cpu) {
@@ -35,7 +34,8 @@ GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCounter& imms, CompletionD
       imms_(imms),
       dispatcher_(dispatcher),
       stats_(stats),
-      inbox_(std::make_shared<WorkerInbox>()) {}
+      inbox_(std::make_shared<WorkerInbox>()),
+      peers_(config_.domains.size()) {}
 
 GroupWorker::~GroupWorker() { stop(); }
 
@@ -45,9 +45,7 @@ Status GroupWorker::start() {
   std::future<Status> result = opened.get_future();
   thread_ = std::thread([this, &opened] { thread_main(&opened); });
   Status status = result.get();
-  if (!status.ok()) {
-    thread_.join();
-  }
+  if (!status.ok()) thread_.join();
   return status;
 }
 
@@ -62,16 +60,8 @@ void GroupWorker::stop() {
 Status GroupWorker::run_sync(std::function<Status(GroupWorker&)> fn) {
   std::promise<Status> done;
   std::future<Status> result = done.get_future();
-  inbox_->post([this, &fn, &done](bool alive) {
-    done.set_value(alive ? fn(*this) : stopped("engine stopped"));
-  });
+  inbox_->post([this, &fn, &done](bool alive) { done.set_value(alive ? fn(*this) : stopped("engine stopped")); });
   return result.get();
-}
-
-void GroupWorker::run_async(std::function<void(GroupWorker&)> fn) {
-  inbox_->post([this, fn = std::move(fn)](bool alive) {
-    if (alive) fn(*this);
-  });
 }
 
 Status GroupWorker::open_domains() {
@@ -88,6 +78,7 @@ Status GroupWorker::open_domains() {
     if (config_.max_inflight_per_domain > 0) state.max_inflight = std::min(state.max_inflight, config_.max_inflight_per_domain);
     addresses_.push_back(state.domain->address());
     infos_.push_back(info);
+    raw_domains_.push_back(state.domain.get());
     domains_.push_back(std::move(state));
   }
   for (size_t d = 1; d < infos_.size(); ++d) {
@@ -103,14 +94,13 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
   Status status = config_.cpu ? pin_to_cpu(*config_.cpu) : ok_status();
   if (status.ok()) status = open_domains();
   if (!status.ok()) {
+    raw_domains_.clear();
     domains_.clear();
     inbox_->close_and_refuse();
     opened->set_value(status);
     return;
   }
-  std::vector<transport::Domain*> raw;
-  for (DomainState& ds : domains_) raw.push_back(ds.domain.get());
-  IdleWaiter idle(config_.idle_policy, *inbox_, raw);
+  IdleWaiter idle(config_.idle_policy, *inbox_, raw_domains_);
   opened->set_value(ok_status());  // `opened` is gone after this line
 
   while (!stop_requested_.load(std::memory_order_acquire)) {
@@ -126,7 +116,10 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
       inflight |= domains_[d].inflight > 0;
     }
     must_poll |= !recvs_to_post_.empty();
-    idle.after_pass(busy, must_poll, inflight);
+    const int64_t now = monotonic_ns();
+    busy |= expire_deadlines(now);
+    if (now >= next_sweep_ns_) busy |= sweep_stalls(now);
+    idle.after_pass(busy, must_poll, inflight, next_timer_ns(now) - now);
   }
   shutdown();
 }
@@ -134,92 +127,92 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
 bool GroupWorker::accept_requests() {
   Request* batch[kRequestsPerAccept];
   const size_t n = inbox_->pop_requests(batch, kRequestsPerAccept);
+  const int64_t now = n ? monotonic_ns() : 0;
   for (size_t i = 0; i < n; ++i) {
     Request* r = batch[i];
     live_.insert(r);
+    if (r->deadline_ns) deadlines_.push({r->deadline_ns, r, r->id});
     if (r->kind == RequestKind::kSend) {
+      r->target_peers = {&peers_.for_main_address(r->send_to.bytes())};
+      maybe_retry_peer(*r->target_peers[0], now);
       r->unposted = 1;
       domains_[0].streams.push_back({r, 0, 1});
       continue;
     }
+    if (r->group) {
+      r->target_peers = r->group->peers;
+    } else {
+      r->target_peers.resize(r->targets.size());
+      for (size_t t = 0; t < r->targets.size(); ++t) r->target_peers[t] = &peer_for(r->targets[t]);
+    }
+    for (PeerEntry* p : r->target_peers) maybe_retry_peer(*p, now);
     r->unposted = static_cast<uint32_t>(r->wrs.size());
     for (size_t d = 0; d < domains_.size(); ++d) {
       const uint32_t begin = r->domain_begin[d];
       const uint32_t end = r->domain_begin[d + 1];
       if (begin < end) domains_[d].streams.push_back({r, begin, end});
     }
-    maybe_finish(r);  // a request with no WRs (never accepted by validation, but be safe)
+    maybe_finish(r);  // a request with no WRs (validation prevents it; be safe)
   }
   return n > 0;
 }
 
-Result<transport::PeerHandle> GroupWorker::resolve_peer(size_t d, std::span<const uint8_t> address) {
-  return domains_[d].peers.resolve(*domains_[d].domain, address);
-}
-
-void GroupWorker::forget_peer(size_t d, std::span<const uint8_t> address) {
-  domains_[d].peers.forget(*domains_[d].domain, address);
-}
-
 transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) {
   Request& r = *s.request;
-  if (r.kind == RequestKind::kSend) return post_send(r, error);
-  const planner::WrPlan& w = r.wrs[s.next];
-  transport::PeerHandle peer;
-  if (r.group) {
-    peer = r.group->handles[d][w.target];
-  } else if (s.cached_target == w.target) {
-    peer = s.cached_peer;
-  } else {
-    Result<transport::PeerHandle> resolved = resolve_peer(d, r.target_desc(w.target).domain(d).address.bytes());
-    if (!resolved.ok()) {
-      *error = resolved.status();
-      return transport::PostResult::kFailed;
-    }
-    peer = s.cached_peer = *resolved;
-    s.cached_target = w.target;
-  }
-  const MrDomainEntry& dst = r.target_desc(w.target).domain(d);
-  transport::WriteWr wr;
-  if (r.src) {
-    wr.src = r.src->ptr + w.src_offset;
-    wr.src_desc = r.src->domain_mrs[d].desc;
-  }
-  wr.length = w.length;
-  wr.peer = peer;
-  wr.remote_addr = dst.addr_base + w.dst_offset;
-  wr.rkey = dst.rkey;
-  wr.has_imm = r.has_imm;
-  wr.imm = r.imm;
-  wr.context = reinterpret_cast<uint64_t>(&r);
-  return domains_[d].domain->post_write(wr, error);
-}
-
-transport::PostResult GroupWorker::post_send(Request& r, Status* error) {
-  transport::Domain& domain = *domains_[0].domain;
-  if (!send_slots_.ready()) {
-    Status s = send_slots_.init(domain, kSendSlots, config_.max_message_bytes);
-    if (!s.ok()) {
-      *error = s;
-      return transport::PostResult::kFailed;
-    }
-  }
-  Result<transport::PeerHandle> peer = resolve_peer(0, r.send_to.bytes());
-  if (!peer.ok()) {
-    *error = peer.status();
+  const uint32_t target = r.kind == RequestKind::kSend ? 0 : r.wrs[s.next].target;
+  PeerEntry& peer = *r.target_peers[target];
+  if (peer.health == PeerHealth::kUnreachable) {
+    *error = Status(ErrorCode::kPeerUnreachable, peer.last_error.message());
     return transport::PostResult::kFailed;
   }
-  const int slot = send_slots_.acquire();
-  if (slot < 0) return transport::PostResult::kAgain;
-  uint8_t* buf = send_slots_.block().slot(slot);
-  if (!r.message.empty()) std::memcpy(buf, r.message.data(), r.message.size());
-  transport::SendWr wr{buf, r.message.size(), send_slots_.block().mr.desc, *peer, reinterpret_cast<uint64_t>(&r)};
-  transport::PostResult result = domain.post_send(wr, error);
-  if (result == transport::PostResult::kPosted) {
-    r.send_slot = slot;
-  } else {
-    send_slots_.release(slot);
+  // A WR planned for a failed path goes through another domain to the same peer; the peer's
+  // domain e takes it, so its imm is counted there just the same.
+  std::optional<size_t> routed = r.kind == RequestKind::kSend ? (peer.paths[0].up ? std::optional<size_t>(0) : std::nullopt)
+                                                             : route_around(peer, d);
+  if (!routed) {
+    *error = Status(ErrorCode::kDomainDown, "the path through domain " + std::to_string(d) + " failed");
+    return transport::PostResult::kFailed;
   }
+  const size_t e = *routed;
+  DomainState& ds = domains_[e];
+  if (e != d && ds.inflight >= ds.max_inflight) return transport::PostResult::kAgain;
+  Result<transport::PeerHandle> handle = peers_.handle(peer, e, *ds.domain);
+  if (!handle.ok()) {
+    *error = Status(ErrorCode::kPeerUnreachable, handle.status().message());
+    return transport::PostResult::kFailed;
+  }
+  WrRecord* record = records_.acquire();
+  record->request = &r;
+  record->peer = &peer;
+  record->domain = static_cast<uint32_t>(e);
+  transport::PostResult result;
+  if (r.kind == RequestKind::kSend) {
+    result = post_send(r, record, *handle, error);
+  } else {
+    const planner::WrPlan& w = r.wrs[s.next];
+    const MrDomainEntry& dst = r.target_desc(w.target).domain(e);
+    transport::WriteWr wr;
+    if (r.src) {
+      wr.src = r.src->ptr + w.src_offset;
+      wr.src_desc = r.src->domain_mrs[e].desc;
+    }
+    wr.length = w.length;
+    wr.peer = *handle;
+    wr.remote_addr = dst.addr_base + w.dst_offset;
+    wr.rkey = dst.rkey;
+    wr.has_imm = r.has_imm;
+    wr.imm = r.imm;
+    wr.context = reinterpret_cast<uint64_t>(record);
+    result = ds.domain->post_write(wr, error);
+  }
+  if (result != transport::PostResult::kPosted) {
+    records_.release(record);
+    return result;
+  }
+  Path& path = peer.paths[e];
+  if (path.inflight++ == 0) path.last_progress_ns = monotonic_ns();
+  path.wrs.push(record);
+  ++ds.inflight;
   return result;
 }
 
@@ -242,7 +235,6 @@ bool GroupWorker::post_pending(size_t d) {
     --r->unposted;
     if (result == transport::PostResult::kPosted) {
       ++r->inflight;
-      ++ds.inflight;
       ++posted;
       if (r->submit_ns != 0) {
         if (submit_latencies_.size() < kMaxLatencySamples) {
@@ -261,24 +253,14 @@ bool GroupWorker::post_pending(size_t d) {
 }
 
 bool GroupWorker::poll_domain(size_t d) {
-  DomainState& ds = domains_[d];
   events_.clear();
-  const size_t n = ds.domain->poll(events_, kMaxEventsPerPoll);
+  const size_t n = domains_[d].domain->poll(events_, kMaxEventsPerPoll);
   for (transport::Event& ev : events_) {
     switch (ev.kind) {
       case transport::EventKind::kWriteDone:
-      case transport::EventKind::kSendDone: {
-        auto* r = reinterpret_cast<Request*>(ev.context);
-        --ds.inflight;
-        --r->inflight;
-        if (r->send_slot >= 0) {
-          send_slots_.release(r->send_slot);
-          r->send_slot = -1;
-        }
-        if (!ev.status.ok()) r->fail(std::move(ev.status));
-        maybe_finish(r);
+      case transport::EventKind::kSendDone:
+        on_wr_done(reinterpret_cast<WrRecord*>(ev.context), ev);
         break;
-      }
       case transport::EventKind::kRecvDone:
         on_recv(reinterpret_cast<RecvSlot*>(ev.context), ev);
         break;
@@ -294,6 +276,34 @@ bool GroupWorker::poll_domain(size_t d) {
   return n > 0;
 }
 
+void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
+  if (record->abandoned) {  // its path failed earlier; the request no longer waits for it
+    records_.release(record);
+    return;
+  }
+  Request* r = record->request;
+  PeerEntry& peer = *record->peer;
+  const size_t e = record->domain;
+  Path& path = peer.paths[e];
+  path.wrs.erase(record);
+  --path.inflight;
+  path.last_progress_ns = monotonic_ns();
+  --domains_[e].inflight;
+  records_.release(record);
+  if (r->kind == RequestKind::kSend && r->send_slot >= 0) {
+    send_slots_.release(r->send_slot);
+    r->send_slot = -1;
+  }
+  --r->inflight;
+  if (!ev.status.ok()) {
+    const bool path_error = ev.status.code() == ErrorCode::kPeerUnreachable;
+    r->fail(ev.status);
+    // A connection-level error condemns the path (and abandons its other WRs), not just this WR.
+    if (path_error && path.up) path_failed(peer, e, ev.status);
+  }
+  maybe_finish(r);
+}
+
 void GroupWorker::maybe_finish(Request* r) {
   if (r->unposted != 0 || r->inflight != 0) return;
   if (!r->delivered) deliver(r, r->failed ? r->error : ok_status());
@@ -305,66 +315,7 @@ void GroupWorker::deliver(Request* r, const Status& status) {
   r->delivered = true;
   (status.ok() ? stats_.requests_completed : stats_.requests_failed).fetch_add(1, std::memory_order_relaxed);
   dispatcher_.deliver(std::move(r->completion), status);
-  r->src.reset();  // lets an unregistered region close as soon as possible
 }
-
-// --- receives -------------------------------------------------------------------------------
-
-Status GroupWorker::add_recv_pool(std::shared_ptr<RecvPool> pool) {
-  for (RecvSlot& slot : pool->slots) recvs_to_post_.push_back(&slot);
-  recv_pools_.push_back(std::move(pool));
-  post_recvs_pending();
-  return ok_status();
-}
-
-void GroupWorker::repost(RecvSlot* slot) { recvs_to_post_.push_back(slot); }
-
-bool GroupWorker::post_recvs_pending() {
-  size_t posted = 0;
-  while (!recvs_to_post_.empty()) {
-    RecvSlot* slot = recvs_to_post_.back();
-    const BufferBlock& block = slot->pool->block;
-    transport::RecvWr wr{block.slot(slot->index), block.slot_bytes, block.mr.desc, reinterpret_cast<uint64_t>(slot)};
-    Status error;
-    const transport::PostResult result = domains_[0].domain->post_recv(wr, &error);
-    if (result == transport::PostResult::kAgain) break;
-    recvs_to_post_.pop_back();
-    if (result == transport::PostResult::kFailed) {
-      FL_LOG_ERROR("posting a receive buffer failed: {}", error.to_string());
-      if (slot->pool->on_error) {
-        dispatcher_.post([pool = slot->pool, error] { pool->on_error(error); });
-      }
-      continue;
-    }
-    ++posted;
-  }
-  return posted > 0;
-}
-
-void GroupWorker::on_recv(RecvSlot* slot, const transport::Event& ev) {
-  RecvPool* pool = slot->pool;
-  std::shared_ptr<RecvPool> owner;
-  for (const auto& p : recv_pools_) {
-    if (p.get() == pool) owner = p;
-  }
-  if (!ev.status.ok()) {
-    FL_LOG_WARN("receive failed: {}", ev.status.to_string());
-    if (pool->on_error) dispatcher_.post([owner, status = ev.status] { owner->on_error(status); });
-    repost(slot);
-    return;
-  }
-  stats_.messages_received.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t length = std::min<uint64_t>(ev.length, pool->block.slot_bytes);
-  // The buffer goes back to the worker only after the callback has read it.
-  dispatcher_.post([owner, slot, length, inbox = inbox_, this] {
-    owner->on_recv(std::span<const uint8_t>(owner->block.slot(slot->index), length));
-    inbox->post([this, slot](bool alive) {
-      if (alive) repost(slot);
-    });
-  });
-}
-
-// --- shutdown -------------------------------------------------------------------------------
 
 void GroupWorker::shutdown() {
   inbox_->run_commands();
@@ -383,6 +334,7 @@ void GroupWorker::shutdown() {
     ds.streams.clear();
     ds.domain.reset();
   }
+  raw_domains_.clear();
   for (Request* r : live_) delete r;
   live_.clear();
 }

@@ -1,6 +1,7 @@
 // One worker thread per DomainGroup (DESIGN.md section 4): it owns the group's domains, turns
 // submitted requests into WRs, posts them with back-pressure, polls every completion queue,
-// counts arriving imms and hands completions to the callback thread.
+// counts arriving imms, watches the health of every path to every peer, and hands completions
+// to the callback thread.
 #pragma once
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <thread>
 #include <unordered_set>
 #include <utility>
@@ -15,7 +17,7 @@
 
 #include "core/completion_dispatcher.h"
 #include "core/message_buffers.h"
-#include "core/peer_table.h"
+#include "core/peer_registry.h"
 #include "core/worker_inbox.h"
 #include "fabric_lib/imm_counter.h"
 #include "fabric_lib/transfer_engine.h"
@@ -31,6 +33,9 @@ struct StatCounters {
   std::atomic<uint64_t> wrs_posted{0};
   std::atomic<uint64_t> imms_received{0};
   std::atomic<uint64_t> messages_received{0};
+  std::atomic<uint64_t> deadlines_exceeded{0};
+  std::atomic<uint64_t> paths_failed{0};
+  std::atomic<uint64_t> peers_unreachable{0};
 };
 
 struct GroupWorkerConfig {
@@ -40,6 +45,11 @@ struct GroupWorkerConfig {
   IdlePolicy idle_policy = IdlePolicy::kAdaptive;
   size_t max_inflight_per_domain = 0;  // 0 = provider's
   size_t max_message_bytes = 64 * 1024;
+  int64_t stall_timeout_ns = 0;        // 0 = off
+  int64_t peer_retry_ns = 0;
+  int64_t probe_interval_ns = 0;       // 0 = no liveness probe
+  uint32_t probe_misses = 3;
+  HealthCallback on_health_event;
 };
 
 class GroupWorker {
@@ -58,8 +68,6 @@ class GroupWorker {
   void submit(Request* request) { inbox_->push_request(request); }
   // Runs `fn` on the worker thread and returns its Status (Stopped once the worker is gone).
   Status run_sync(std::function<Status(GroupWorker&)> fn);
-  // Runs `fn` on the worker thread later (or never, once the worker is gone).
-  void run_async(std::function<void(GroupWorker&)> fn);
 
   const std::shared_ptr<WorkerInbox>& inbox() const { return inbox_; }
   size_t num_domains() const { return config_.domains.size(); }
@@ -68,11 +76,14 @@ class GroupWorker {
   // Rotating first domain for round-robin routes.
   uint32_t next_start_domain() { return next_start_.fetch_add(1, std::memory_order_relaxed); }
 
-  // --- worker thread only (inside run_sync / run_async) ---
+  // --- worker thread only (inside run_sync) ---
   transport::Domain& domain(size_t d) { return *domains_[d].domain; }
-  Result<transport::PeerHandle> resolve_peer(size_t d, std::span<const uint8_t> address);
-  void forget_peer(size_t d, std::span<const uint8_t> address);
+  PeerEntry& peer_for(const MrDesc& desc) { return peers_.for_desc(desc, raw_domains_); }
+  // Inserts every path of `peer` into its domain now (peer groups resolve ahead of time).
+  Status resolve_all_paths(PeerEntry& peer);
+  void forget_peer(const MrDesc& desc);
   Status add_recv_pool(std::shared_ptr<RecvPool> pool);
+  std::vector<PeerStatus> peer_status();
   // Submit-call-to-first-WR-posted latencies recorded so far (ns); clears them.
   std::vector<uint32_t> take_submit_latencies() { return std::exchange(submit_latencies_, {}); }
 
@@ -81,30 +92,50 @@ class GroupWorker {
     Request* request;
     uint32_t next;
     uint32_t end;
-    uint32_t cached_target = UINT32_MAX;
-    transport::PeerHandle cached_peer = 0;
   };
   struct DomainState {
     std::unique_ptr<transport::Domain> domain;
     std::deque<Stream> streams;
     size_t inflight = 0;
     size_t max_inflight = 0;
-    PeerTable peers;
+  };
+  struct DeadlineEntry {
+    int64_t deadline_ns;
+    Request* request;
+    uint64_t id;
+    bool operator>(const DeadlineEntry& o) const { return deadline_ns > o.deadline_ns; }
   };
 
+  // group_worker.cc: the loop, accepting, posting, polling, finishing.
   void thread_main(std::promise<Status>* opened);
   Status open_domains();
   bool accept_requests();
   bool post_pending(size_t d);
-  bool post_recvs_pending();
-  bool poll_domain(size_t d);
   transport::PostResult post_one(size_t d, Stream& stream, Status* error);
-  transport::PostResult post_send(Request& r, Status* error);
-  void on_recv(RecvSlot* slot, const transport::Event& ev);
-  void repost(RecvSlot* slot);
+  bool poll_domain(size_t d);
+  void on_wr_done(WrRecord* record, transport::Event& ev);
   void maybe_finish(Request* r);
   void deliver(Request* r, const Status& status);
   void shutdown();
+
+  // group_worker_health.cc: deadlines, path and peer failure, stall detection, status.
+  bool expire_deadlines(int64_t now);
+  bool sweep_stalls(int64_t now);
+  void path_failed(PeerEntry& peer, size_t d, const Status& why);
+  void peer_unreachable(PeerEntry& peer, const Status& why);
+  void path_recovered(PeerEntry& peer, size_t d);
+  // Returns the domain to carry a WR planned for `d` to `peer` (d itself while its path is up).
+  std::optional<size_t> route_around(const PeerEntry& peer, size_t d) const;
+  // Before a request uses `peer`: after the retry interval, an unreachable peer is tried afresh.
+  void maybe_retry_peer(PeerEntry& peer, int64_t now);
+  void report(const PeerEntry& peer, int domain, bool up, const Status& reason);
+  int64_t next_timer_ns(int64_t now) const;
+
+  // group_worker_messages.cc: two-sided messages.
+  transport::PostResult post_send(Request& r, WrRecord* record, transport::PeerHandle peer, Status* error);
+  bool post_recvs_pending();
+  void on_recv(RecvSlot* slot, const transport::Event& ev);
+  void repost(RecvSlot* slot) { recvs_to_post_.push_back(slot); }
 
   GroupWorkerConfig config_;
   ImmCounter& imms_;
@@ -116,9 +147,14 @@ class GroupWorker {
   std::atomic<uint32_t> next_start_{0};
 
   std::vector<DomainState> domains_;
+  std::vector<transport::Domain*> raw_domains_;
   std::vector<std::vector<uint8_t>> addresses_;
   std::vector<transport::DomainInfo> infos_;
+  PeerRegistry peers_;
+  WrRecordPool records_;
   std::unordered_set<Request*> live_;
+  std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
+  int64_t next_sweep_ns_ = 0;
   SendSlots send_slots_;
   std::vector<std::shared_ptr<RecvPool>> recv_pools_;
   std::vector<RecvSlot*> recvs_to_post_;

@@ -35,7 +35,7 @@ IdleWaiter::~IdleWaiter() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
-void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight) {
+void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight, int64_t max_sleep_ns) {
   const auto now = std::chrono::steady_clock::now();
   if (busy) {
     last_busy_ = now;
@@ -49,10 +49,11 @@ void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight) {
   }
   if (now - last_busy_ < kSpinBudget) return;
   inflight_ = inflight;
-  block();
+  if (max_sleep_ns <= 0) return;
+  block(max_sleep_ns);
 }
 
-void IdleWaiter::block() {
+void IdleWaiter::block(int64_t max_sleep_ns) {
   inbox_.set_sleeping(true);
   if (!inbox_.has_work()) {
     bool blocked = false;
@@ -61,15 +62,17 @@ void IdleWaiter::block() {
       for (transport::Domain* d : domains_) ready = ready && d->ready_to_block();
       if (ready) {
         epoll_event events[8];
-        epoll_wait(epoll_fd_, events, 8, kBlockTimeoutMs);
+        const int64_t timeout_ms = std::min<int64_t>(kBlockTimeoutMs, (max_sleep_ns + 999'999) / 1'000'000);
+        epoll_wait(epoll_fd_, events, 8, static_cast<int>(timeout_ms));
         blocked = true;
       }
     }
     if (!blocked && epoll_fd_ < 0) {
       const auto cap = inflight_ ? kMaxBackoffInflight : kMaxBackoffIdle;
       backoff_ = std::min(cap, std::max(std::chrono::microseconds(8), backoff_ * 2));
+      const int64_t sleep_ns = std::min<int64_t>(backoff_.count() * 1000, max_sleep_ns);
       pollfd pfd{inbox_.event_fd(), POLLIN, 0};
-      timespec ts{0, static_cast<long>(backoff_.count()) * 1000};
+      timespec ts{0, static_cast<long>(sleep_ns)};
       ppoll(&pfd, 1, &ts, nullptr);
     }
   }

@@ -21,8 +21,9 @@ class IdleWaiter {
 
   // Called after every pass of the worker loop. `busy`: the pass did something. `must_poll`: work
   // is pending that only polling advances (posts held back by back-pressure, deferred WRs).
-  // `inflight`: WRs are outstanding (their completions will come).
-  void after_pass(bool busy, bool must_poll, bool inflight);
+  // `inflight`: WRs are outstanding (their completions will come). `max_sleep_ns`: the worker
+  // has a timer (deadline, stall sweep) due in this long.
+  void after_pass(bool busy, bool must_poll, bool inflight, int64_t max_sleep_ns);
 
   // How long the worker keeps spinning after its last activity, in adaptive mode.
   static constexpr std::chrono::microseconds kSpinBudget{200};
@@ -31,7 +32,7 @@ class IdleWaiter {
   static constexpr int kBlockTimeoutMs = 100;
 
  private:
-  void block();
+  void block(int64_t max_sleep_ns);
 
   IdlePolicy policy_;
   WorkerInbox& inbox_;

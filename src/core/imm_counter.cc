@@ -3,9 +3,11 @@
 #include <array>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/completion_dispatcher.h"
+#include "core/deadline_timer.h"
 #include "core/log.h"
 
 namespace fabric_lib {
@@ -16,6 +18,8 @@ struct Entry {
   bool expecting = false;
   uint64_t need = 0;
   Completion sink;
+  detail::DeadlineTimer::Id timer = 0;  // the expectation's deadline, when it has one
+  uint64_t expectation_id = 0;          // tells a timer which expectation it was set for
 };
 
 // Sharded by imm value so that workers of different groups rarely contend.
@@ -35,11 +39,14 @@ struct ImmCounter::Impl {
   std::atomic<size_t> size{0};
   std::atomic<uint64_t> overflows{0};
   std::atomic<bool> shut{false};
+  std::atomic<uint64_t> expectation_ids{0};
 
   std::mutex handlers_mu;
   std::atomic<bool> has_observer{false};
   std::shared_ptr<Observer> observer;
   std::shared_ptr<OverflowHandler> overflow_handler;
+  // Last member: destroyed (and its thread joined) before anything its callbacks touch.
+  detail::DeadlineTimer timer;
 
   Shard& shard_of(uint32_t imm) { return shards[(imm * 2654435761u) >> 26]; }
   const Shard& shard_of(uint32_t imm) const { return shards[(imm * 2654435761u) >> 26]; }
@@ -61,6 +68,29 @@ struct ImmCounter::Impl {
       sink.deliver_now(status);
     }
   }
+  // A deadline passed: ends expectation `id` of `imm` if it is still the pending one.
+  void expire(uint32_t imm, uint64_t id) {
+    Completion sink;
+    std::string message;
+    {
+      Shard& sh = shard_of(imm);
+      std::lock_guard lock(sh.mu);
+      auto it = sh.map.find(imm);
+      if (it == sh.map.end() || !it->second.expecting || it->second.expectation_id != id) return;
+      Entry& e = it->second;
+      sink = std::move(e.sink);
+      e.expecting = false;
+      e.timer = 0;
+      message = "imm " + std::to_string(imm) + ": " + std::to_string(e.count) + " of " + std::to_string(e.need) +
+                " arrived before the deadline";
+      if (e.count == 0) {
+        sh.map.erase(it);
+        free_slot();
+      }
+    }
+    deliver(std::move(sink), Status(ErrorCode::kDeadlineExceeded, message));
+  }
+
   void run_user(std::function<void()> fn) {
     if (dispatcher) {
       dispatcher->post(std::move(fn));
@@ -82,6 +112,7 @@ Status ImmCounter::add(uint32_t imm, uint64_t n) {
   Completion fired;
   bool fire = false;
   bool overflowed = false;
+  detail::DeadlineTimer::Id cancel_timer = 0;
   {
     Shard& sh = s.shard_of(imm);
     std::lock_guard lock(sh.mu);
@@ -101,6 +132,7 @@ Status ImmCounter::add(uint32_t imm, uint64_t n) {
         e.expecting = false;
         fired = std::move(e.sink);
         fire = true;
+        cancel_timer = std::exchange(e.timer, 0);
       }
       if (e.count == 0 && !e.expecting) {
         sh.map.erase(it);
@@ -121,6 +153,7 @@ Status ImmCounter::add(uint32_t imm, uint64_t n) {
     if (handler) s.run_user([handler, imm, why] { (*handler)(imm, why); });
     return why;
   }
+  if (cancel_timer) s.timer.cancel(cancel_timer);
   if (fire) s.deliver(std::move(fired), ok_status());
   if (s.has_observer.load(std::memory_order_acquire)) {
     std::shared_ptr<Observer> obs;
@@ -162,6 +195,12 @@ Status ImmCounter::expect(uint32_t imm, uint64_t n, Completion sink) {
     } else {
       e.expecting = true;
       e.need = n;
+      e.expectation_id = s.expectation_ids.fetch_add(1) + 1;
+      if (sink.has_deadline()) {
+        // The timer thread blocks on this shard's lock until we are done here.
+        Impl* impl = &s;
+        e.timer = s.timer.schedule(sink.deadline(), [impl, imm, id = e.expectation_id] { impl->expire(imm, id); });
+      }
       e.sink = std::move(sink);
     }
   }
@@ -187,6 +226,7 @@ Status ImmCounter::release(uint32_t imm) {
   Impl& s = *impl_;
   Completion sink;
   bool had_expectation = false;
+  detail::DeadlineTimer::Id timer = 0;
   {
     Shard& sh = s.shard_of(imm);
     std::lock_guard lock(sh.mu);
@@ -195,10 +235,12 @@ Status ImmCounter::release(uint32_t imm) {
     if (it->second.expecting) {
       sink = std::move(it->second.sink);
       had_expectation = true;
+      timer = it->second.timer;
     }
     sh.map.erase(it);
     s.free_slot();
   }
+  if (timer) s.timer.cancel(timer);
   if (had_expectation) s.deliver(std::move(sink), cancelled("imm " + std::to_string(imm) + " released"));
   return ok_status();
 }
@@ -207,12 +249,14 @@ void ImmCounter::shutdown(const Status& why) {
   Impl& s = *impl_;
   s.shut.store(true, std::memory_order_release);
   std::vector<Completion> sinks;
+  std::vector<detail::DeadlineTimer::Id> timers;
   for (Shard& sh : s.shards) {
     std::lock_guard lock(sh.mu);
     for (auto it = sh.map.begin(); it != sh.map.end();) {
       if (it->second.expecting) {
         sinks.push_back(std::move(it->second.sink));
         it->second.expecting = false;
+        if (it->second.timer) timers.push_back(std::exchange(it->second.timer, 0));
       }
       if (it->second.count == 0) {
         it = sh.map.erase(it);
@@ -222,6 +266,7 @@ void ImmCounter::shutdown(const Status& why) {
       }
     }
   }
+  for (auto id : timers) s.timer.cancel(id);
   for (Completion& c : sinks) s.deliver(std::move(c), why);
 }
 

@@ -8,10 +8,12 @@
 
 namespace fabric_lib::detail {
 
+struct PeerEntry;
+
 struct PeerGroupData {
   size_t group = 0;
   std::vector<MrDesc> descs;
-  std::vector<std::vector<transport::PeerHandle>> handles;  // [domain][peer]
+  std::vector<PeerEntry*> peers;  // resolved by the owning group's worker
 };
 
 }  // namespace fabric_lib::detail

@@ -7,6 +7,7 @@
 namespace fabric_lib::detail {
 
 const MrDesc& Request::target_desc(uint32_t t) const { return group ? group->descs[t] : targets[t]; }
+size_t Request::num_targets() const { return group ? group->descs.size() : targets.size(); }
 
 void group_by_domain(Request& request, size_t domains) {
   std::stable_sort(request.wrs.begin(), request.wrs.end(),

@@ -15,6 +15,7 @@
 namespace fabric_lib::detail {
 
 struct PeerGroupData;
+struct PeerEntry;
 
 inline int64_t monotonic_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -32,6 +33,7 @@ struct Request {
   std::shared_ptr<MrEntry> src;
   std::vector<MrDesc> targets;                  // destinations, indexed by WrPlan::target
   std::shared_ptr<const PeerGroupData> group;   // pre-resolved destinations instead of `targets`
+  std::vector<PeerEntry*> target_peers;         // the peer of each target (set by the worker)
   bool has_imm = false;
   uint32_t imm = 0;
   std::vector<planner::WrPlan> wrs;             // sorted by domain
@@ -44,6 +46,8 @@ struct Request {
 
   // When the submit call began (monotonic_ns), when submit latency is recorded; 0 otherwise.
   int64_t submit_ns = 0;
+  // monotonic_ns by which the request must have completed; 0 = none.
+  int64_t deadline_ns = 0;
 
   // Progress (worker thread only).
   uint32_t unposted = 0;  // WRs not yet handed to a domain
@@ -53,6 +57,7 @@ struct Request {
   Status error;
 
   const MrDesc& target_desc(uint32_t t) const;
+  size_t num_targets() const;
   void fail(Status why) {
     if (!failed) error = std::move(why);
     failed = true;

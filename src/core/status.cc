@@ -16,6 +16,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::kCancelled: return "cancelled";
     case ErrorCode::kDeadlineExceeded: return "deadline_exceeded";
     case ErrorCode::kPeerUnreachable: return "peer_unreachable";
+    case ErrorCode::kDomainDown: return "domain_down";
     case ErrorCode::kProviderError: return "provider_error";
     case ErrorCode::kFailedPrecondition: return "failed_precondition";
     case ErrorCode::kInternal: return "internal";

@@ -61,5 +61,6 @@ Status TransferEngine::stop() { return core_->stop(); }
 bool TransferEngine::stopped() const { return core_->stopped(); }
 EngineStats TransferEngine::stats() const { return core_->stats(); }
 std::vector<uint32_t> TransferEngine::take_submit_latencies_ns() { return core_->take_submit_latencies_ns(); }
+std::vector<PeerStatus> TransferEngine::peer_status(size_t group) { return core_->peer_status(group); }
 
 }  // namespace fabric_lib

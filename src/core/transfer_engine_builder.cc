@@ -58,6 +58,27 @@ TransferEngineBuilder& TransferEngineBuilder::imm_table_capacity(size_t n) {
   options_->imm_table_capacity = n;
   return *this;
 }
+TransferEngineBuilder& TransferEngineBuilder::default_timeout(std::chrono::nanoseconds timeout) {
+  options_->default_timeout = timeout;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::stall_timeout(std::chrono::nanoseconds timeout) {
+  options_->stall_timeout = timeout;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::peer_retry_interval(std::chrono::nanoseconds interval) {
+  options_->peer_retry_interval = interval;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::liveness_probe(std::chrono::nanoseconds interval, uint32_t misses) {
+  options_->probe_interval = interval;
+  options_->probe_misses = misses;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::on_health_event(HealthCallback callback) {
+  options_->on_health_event = std::move(callback);
+  return *this;
+}
 TransferEngineBuilder& TransferEngineBuilder::record_submit_latency(bool on) {
   options_->record_submit_latency = on;
   return *this;
@@ -100,6 +121,11 @@ Status validate(const TransferEngineBuilder::Options& o) {
     return invalid_argument("max_message_bytes must be 1..1 GiB");
   }
   if (o.imm_table_capacity == 0) return invalid_argument("imm_table_capacity must be >= 1");
+  if (o.default_timeout.count() < 0 || o.stall_timeout.count() < 0 || o.peer_retry_interval.count() < 0 ||
+      o.probe_interval.count() < 0) {
+    return invalid_argument("timeouts and intervals must not be negative");
+  }
+  if (o.probe_interval.count() > 0 && o.probe_misses == 0) return invalid_argument("liveness_probe needs misses >= 1");
   return ok_status();
 }
 

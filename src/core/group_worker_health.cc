@@ -1,0 +1,215 @@
+// GroupWorker: deadlines, path and peer failure, stall detection, recovery, and health status.
+//
+// The rule (README "Failure semantics"): when a path (local domain d <-> the peer's domain d)
+// fails, the WRs already handed to the provider on it are not re-posted — we cannot know
+// whether they landed, and a second copy would count its imm twice — so their requests fail
+// (DomainDown, or PeerUnreachable when no path is left). WRs not yet posted that were planned
+// for d go through another working domain to the same peer, still carrying their imm, so the
+// receiver's count imm_count_of(request, N) is unchanged.
+#include <algorithm>
+
+#include "core/group_worker.h"
+#include "core/log.h"
+
+namespace fabric_lib::detail {
+namespace {
+
+constexpr int64_t kMaxSweepIntervalNs = 10'000'000;  // 10 ms
+constexpr int64_t kIdleHorizonNs = 1'000'000'000;
+
+std::string ms_text(int64_t ns) { return std::to_string(ns / 1'000'000) + " ms"; }
+
+}  // namespace
+
+bool GroupWorker::expire_deadlines(int64_t now) {
+  bool any = false;
+  while (!deadlines_.empty() && deadlines_.top().deadline_ns <= now) {
+    const DeadlineEntry e = deadlines_.top();
+    deadlines_.pop();
+    if (!live_.count(e.request) || e.request->id != e.id || e.request->delivered) continue;
+    Request* r = e.request;
+    if (!r->failed) r->fail(Status(ErrorCode::kDeadlineExceeded, "request passed its deadline"));
+    stats_.deadlines_exceeded.fetch_add(1, std::memory_order_relaxed);
+    // Delivered now; unposted WRs are dropped by post_pending and late completions are absorbed
+    // until the request's last WR is accounted for.
+    deliver(r, r->error);
+    any = true;
+  }
+  return any;
+}
+
+bool GroupWorker::sweep_stalls(int64_t now) {
+  const int64_t stall = config_.stall_timeout_ns;
+  int64_t interval = kMaxSweepIntervalNs;
+  if (stall > 0) interval = std::min(interval, std::max<int64_t>(stall / 4, 1'000'000));
+  next_sweep_ns_ = now + interval;
+  if (stall <= 0) return false;
+  bool any = false;
+  peers_.for_each([&](PeerEntry& peer) {
+    for (size_t d = 0; d < peer.paths.size(); ++d) {
+      const Path& path = peer.paths[d];
+      if (path.up && path.inflight > 0 && now - path.last_progress_ns > stall) {
+        path_failed(peer, d, Status(ErrorCode::kPeerUnreachable,
+                                    "no completion on domain " + std::to_string(d) + " for " + ms_text(now - path.last_progress_ns)));
+        any = true;
+      }
+    }
+  });
+  return any;
+}
+
+void GroupWorker::path_failed(PeerEntry& peer, size_t d, const Status& why) {
+  Path& path = peer.paths[d];
+  if (!path.up) return;
+  path.up = false;
+  stats_.paths_failed.fetch_add(1, std::memory_order_relaxed);
+  const bool last = peer.paths_up() == 0;
+  const Status failure(last ? ErrorCode::kPeerUnreachable : ErrorCode::kDomainDown,
+                       "domain " + std::to_string(d) + " to this peer failed: " + why.message());
+  FL_LOG_WARN("group {}: {}", config_.group, failure.message());
+
+  // Abandon the WRs in flight on the path: their requests stop waiting for them. A request may
+  // have several of them, so finish requests only after all are accounted for.
+  std::vector<Request*> affected;
+  for (WrRecord* rec = path.wrs.head(); rec != nullptr;) {
+    WrRecord* next = rec->next;
+    path.wrs.erase(rec);
+    rec->abandoned = true;  // released when (if ever) the provider reports it
+    Request* r = rec->request;
+    --domains_[d].inflight;
+    --r->inflight;
+    if (r->kind == RequestKind::kSend && r->send_slot >= 0) {
+      send_slots_.release(r->send_slot);
+      r->send_slot = -1;
+    }
+    r->fail(failure);
+    affected.push_back(r);
+    rec = next;
+  }
+  path.inflight = 0;
+  std::sort(affected.begin(), affected.end());
+  affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+  for (Request* r : affected) maybe_finish(r);
+
+  // The next use of this path inserts the peer afresh (a new connection where there is one).
+  peers_.drop_handle(peer, d, *domains_[d].domain);
+  report(peer, static_cast<int>(d), false, failure);
+  if (last) {
+    peer_unreachable(peer, failure);
+  } else {
+    peer.health = PeerHealth::kDegraded;
+  }
+}
+
+void GroupWorker::peer_unreachable(PeerEntry& peer, const Status& why) {
+  if (peer.health == PeerHealth::kUnreachable) return;
+  peer.health = PeerHealth::kUnreachable;
+  peer.unreachable_since_ns = monotonic_ns();
+  peer.last_error = Status(ErrorCode::kPeerUnreachable, why.message());
+  stats_.peers_unreachable.fetch_add(1, std::memory_order_relaxed);
+  for (size_t d = 0; d < peer.paths.size(); ++d) {
+    Path& path = peer.paths[d];
+    if (path.up && path.inflight > 0) {
+      path_failed(peer, d, why);
+    } else {
+      path.up = false;  // unused paths go down with the peer, quietly
+    }
+  }
+  report(peer, -1, false, peer.last_error);
+}
+
+void GroupWorker::path_recovered(PeerEntry& peer, size_t d) {
+  Path& path = peer.paths[d];
+  if (path.up) return;
+  path.up = true;
+  path.probe_misses = 0;
+  path.last_progress_ns = monotonic_ns();
+  if (peer.health == PeerHealth::kUnreachable) peer.last_error = ok_status();
+  peer.health = peer.paths_up() == peer.paths.size() ? PeerHealth::kHealthy : PeerHealth::kDegraded;
+  report(peer, static_cast<int>(d), true, ok_status());
+}
+
+std::optional<size_t> GroupWorker::route_around(const PeerEntry& peer, size_t d) const {
+  const size_t n = peer.paths.size();
+  for (size_t k = 0; k < n; ++k) {
+    const size_t e = (d + k) % n;
+    if (peer.paths[e].usable()) return e;
+  }
+  return std::nullopt;
+}
+
+void GroupWorker::maybe_retry_peer(PeerEntry& peer, int64_t now) {
+  if (peer.health != PeerHealth::kUnreachable || now - peer.unreachable_since_ns < config_.peer_retry_ns) return;
+  for (size_t d = 0; d < peer.paths.size(); ++d) {
+    Path& path = peer.paths[d];
+    peers_.drop_handle(peer, d, *domains_[d].domain);
+    path.up = true;
+    path.probe_seq = 0;
+    path.probe_misses = 0;
+  }
+  peer.health = PeerHealth::kHealthy;
+  report(peer, -1, true, Status(ErrorCode::kPeerUnreachable, "retrying a peer that was unreachable: " + peer.last_error.message()));
+  peer.last_error = ok_status();
+}
+
+void GroupWorker::report(const PeerEntry& peer, int domain, bool up, const Status& reason) {
+  if (!config_.on_health_event) return;
+  HealthEvent event;
+  event.group = config_.group;
+  Result<DomainAddress> address = DomainAddress::from_bytes(peer.key);
+  if (address.ok()) event.peer = *address;
+  event.domain = domain;
+  event.up = up;
+  event.health = peer.health;
+  event.reason = reason;
+  dispatcher_.post([cb = config_.on_health_event, event] { cb(event); });
+}
+
+int64_t GroupWorker::next_timer_ns(int64_t now) const {
+  int64_t next = now + kIdleHorizonNs;
+  if (!deadlines_.empty()) next = std::min(next, deadlines_.top().deadline_ns);
+  bool inflight = false;
+  for (const DomainState& ds : domains_) inflight |= ds.inflight > 0;
+  if (inflight && config_.stall_timeout_ns > 0) next = std::min(next, next_sweep_ns_);
+  return std::max(next, now);
+}
+
+std::vector<PeerStatus> GroupWorker::peer_status() {
+  std::vector<PeerStatus> out;
+  peers_.for_each([&](PeerEntry& peer) {
+    PeerStatus s;
+    Result<DomainAddress> address = DomainAddress::from_bytes(peer.key);
+    if (address.ok()) s.address = *address;
+    s.health = peer.health;
+    for (const Path& p : peer.paths) {
+      s.paths_up.push_back(p.up);
+      s.inflight += p.inflight;
+    }
+    s.last_error = peer.last_error;
+    out.push_back(std::move(s));
+  });
+  return out;
+}
+
+Status GroupWorker::resolve_all_paths(PeerEntry& peer) {
+  for (size_t d = 0; d < domains_.size(); ++d) {
+    Result<transport::PeerHandle> h = peers_.handle(peer, d, *domains_[d].domain);
+    if (!h.ok()) return h.status();
+  }
+  return ok_status();
+}
+
+void GroupWorker::forget_peer(const MrDesc& desc) {
+  PeerEntry* peer = peers_.find(desc.domain(0).address.bytes());
+  if (!peer) return;
+  for (size_t d = 0; d < domains_.size(); ++d) {
+    peers_.drop_handle(*peer, d, *domains_[d].domain);
+    peer->paths[d].up = true;
+    peer->paths[d].probe_seq = 0;
+    peer->paths[d].probe_misses = 0;
+  }
+  peer->health = PeerHealth::kHealthy;
+  peer->last_error = ok_status();
+}
+
+}  // namespace fabric_lib::detail

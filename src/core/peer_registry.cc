@@ -1,0 +1,72 @@
+#include "core/peer_registry.h"
+
+namespace fabric_lib::detail {
+
+size_t PeerEntry::paths_up() const {
+  size_t n = 0;
+  for (const Path& p : paths) n += p.usable() ? 1 : 0;
+  return n;
+}
+
+bool PeerEntry::any_inflight() const {
+  for (const Path& p : paths) {
+    if (p.inflight > 0) return true;
+  }
+  return false;
+}
+
+PeerEntry& PeerRegistry::entry(std::span<const uint8_t> key) {
+  const std::string_view k(reinterpret_cast<const char*>(key.data()), key.size());
+  auto it = peers_.find(k);
+  if (it != peers_.end()) return *it->second;
+  auto peer = std::make_unique<PeerEntry>();
+  peer->key.assign(key.begin(), key.end());
+  peer->paths.resize(domains_);
+  peer->paths[0].address = peer->key;
+  PeerEntry& ref = *peer;
+  peers_.emplace(std::string(k), std::move(peer));
+  return ref;
+}
+
+PeerEntry* PeerRegistry::find(std::span<const uint8_t> key) {
+  const std::string_view k(reinterpret_cast<const char*>(key.data()), key.size());
+  auto it = peers_.find(k);
+  return it == peers_.end() ? nullptr : it->second.get();
+}
+
+PeerEntry& PeerRegistry::for_desc(const MrDesc& desc, std::vector<transport::Domain*>& domains) {
+  PeerEntry& peer = entry(desc.domain(0).address.bytes());
+  for (size_t d = 1; d < domains_ && d < desc.num_domains(); ++d) {
+    const std::vector<uint8_t>& address = desc.domain(d).address.bytes();
+    Path& path = peer.paths[d];
+    if (path.address == address) continue;
+    // A restarted peer may keep domain 0's address but not the others: re-insert those.
+    if (path.inserted) drop_handle(peer, d, *domains[d]);
+    path.address = address;
+  }
+  return peer;
+}
+
+PeerEntry& PeerRegistry::for_main_address(std::span<const uint8_t> address) { return entry(address); }
+
+Result<transport::PeerHandle> PeerRegistry::handle(PeerEntry& peer, size_t d, transport::Domain& domain) {
+  Path& path = peer.paths[d];
+  if (path.inserted) return path.handle;
+  if (path.address.empty()) {
+    return Status(ErrorCode::kInvalidArgument, "no address known for domain " + std::to_string(d) + " of this peer");
+  }
+  Result<transport::PeerHandle> h = domain.add_peer(path.address);
+  if (!h.ok()) return h.status();
+  path.handle = *h;
+  path.inserted = true;
+  return path.handle;
+}
+
+void PeerRegistry::drop_handle(PeerEntry& peer, size_t d, transport::Domain& domain) {
+  Path& path = peer.paths[d];
+  if (!path.inserted) return;
+  domain.remove_peer(path.handle);
+  path.inserted = false;
+}
+
+}  // namespace fabric_lib::detail

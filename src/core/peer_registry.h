@@ -1,0 +1,135 @@
+// The peers a group's worker talks to, and the health of every path to them.
+//
+// A peer is a remote group, keyed by the address of its domain 0. A path is (local domain d,
+// the peer's domain d): local domain i always talks to the peer's domain i. Each path knows its
+// provider handle (inserted lazily), whether it is up, and the WRs in flight on it, so a failed
+// path can abandon exactly those WRs. Worker thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "fabric_lib/status.h"
+#include "fabric_lib/transfer_engine.h"
+#include "transport/domain.h"
+
+namespace fabric_lib::detail {
+
+struct Request;
+struct PeerEntry;
+
+// One WR handed to a domain: the completion event's context.
+struct WrRecord {
+  Request* request = nullptr;
+  PeerEntry* peer = nullptr;
+  uint32_t domain = 0;
+  bool abandoned = false;  // its path failed: the request no longer waits for it
+  WrRecord* prev = nullptr;
+  WrRecord* next = nullptr;
+};
+
+// Intrusive list of the WRs in flight on one path.
+class WrList {
+ public:
+  void push(WrRecord* r) {
+    r->prev = nullptr;
+    r->next = head_;
+    if (head_) head_->prev = r;
+    head_ = r;
+  }
+  void erase(WrRecord* r) {
+    if (r->prev) r->prev->next = r->next;
+    if (r->next) r->next->prev = r->prev;
+    if (head_ == r) head_ = r->next;
+    r->prev = r->next = nullptr;
+  }
+  WrRecord* head() const { return head_; }
+
+ private:
+  WrRecord* head_ = nullptr;
+};
+
+class WrRecordPool {
+ public:
+  WrRecord* acquire() {
+    if (free_.empty()) {
+      blocks_.push_back(std::make_unique<WrRecord[]>(kBlock));
+      for (size_t i = 0; i < kBlock; ++i) free_.push_back(&blocks_.back()[i]);
+    }
+    WrRecord* r = free_.back();
+    free_.pop_back();
+    *r = WrRecord{};
+    return r;
+  }
+  void release(WrRecord* r) { free_.push_back(r); }
+
+ private:
+  static constexpr size_t kBlock = 512;
+  std::vector<std::unique_ptr<WrRecord[]>> blocks_;
+  std::vector<WrRecord*> free_;
+};
+
+struct Path {
+  std::vector<uint8_t> address;  // the peer's domain address (empty: not known yet)
+  transport::PeerHandle handle = 0;
+  bool inserted = false;
+  bool up = true;
+  uint32_t inflight = 0;
+  int64_t last_progress_ns = 0;  // last completion (or start of activity) on this path
+  WrList wrs;
+  // Liveness probe.
+  uint64_t probe_seq = 0;        // the ping awaiting its pong (0: none)
+  uint32_t probe_misses = 0;
+
+  // Up, and its address is known (a peer learnt from a send knows only domain 0's).
+  bool usable() const { return up && !address.empty(); }
+};
+
+struct PeerEntry {
+  std::vector<uint8_t> key;  // domain-0 address of the remote group
+  std::vector<Path> paths;   // one per local domain
+  PeerHealth health = PeerHealth::kHealthy;
+  int64_t unreachable_since_ns = 0;
+  Status last_error;
+
+  size_t paths_up() const;  // usable paths
+  bool any_inflight() const;
+};
+
+class PeerRegistry {
+ public:
+  explicit PeerRegistry(size_t domains) : domains_(domains) {}
+
+  // The peer that owns the descriptor's region; learns or refreshes its path addresses.
+  PeerEntry& for_desc(const MrDesc& desc, std::vector<transport::Domain*>& domains);
+  // The peer whose domain-0 address is `address` (sends know only that one).
+  PeerEntry& for_main_address(std::span<const uint8_t> address);
+  // The provider handle of path d, inserting the address on first use.
+  Result<transport::PeerHandle> handle(PeerEntry& peer, size_t d, transport::Domain& domain);
+  // Removes the path's address from its domain; the next use inserts it afresh.
+  void drop_handle(PeerEntry& peer, size_t d, transport::Domain& domain);
+  PeerEntry* find(std::span<const uint8_t> key);
+
+  template <typename Fn>
+  void for_each(Fn&& fn) {
+    for (auto& [key, peer] : peers_) fn(*peer);
+  }
+
+ private:
+  PeerEntry& entry(std::span<const uint8_t> key);
+
+  size_t domains_;
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  // Entries are never freed while the worker runs: requests and peer groups point at them.
+  std::unordered_map<std::string, std::unique_ptr<PeerEntry>, Hash, std::equal_to<>> peers_;
+};
+
+}  // namespace fabric_lib::detail
