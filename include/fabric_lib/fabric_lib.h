@@ -7,4 +7,5 @@
 #include "fabric_lib/memory.h"
 #include "fabric_lib/requests.h"
 #include "fabric_lib/status.h"
+#include "fabric_lib/topology.h"
 #include "fabric_lib/transfer_engine.h"

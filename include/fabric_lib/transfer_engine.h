@@ -51,6 +51,8 @@ using RecvCallback = std::function<void(std::span<const uint8_t> message)>;
 // at stop().
 using RecvErrorCallback = std::function<void(const Status& status)>;
 
+struct Topology;  // fabric_lib/topology.h
+
 namespace detail {
 struct PeerGroupData;
 class EngineCore;
@@ -231,6 +233,13 @@ class TransferEngineBuilder {
   // Records the submit-call-to-first-post latency of every request (benchmarks; costs one clock
   // read per submit). Read it with TransferEngine::take_submit_latencies_ns().
   TransferEngineBuilder& record_submit_latency(bool on);
+  // One group per group of `topology` (detect_topology(), fabric_lib/topology.h) with
+  // `nets_per_gpu` domains each: group g uses topology.group_interfaces(g) (domain i on entry
+  // i % count, so a group with fewer NICs reuses them) and pins its worker to the group's
+  // worker_cpu. nets_per_gpu = 0 takes the smallest NIC count of any group (at least 1). A group
+  // without NICs keeps interfaces(). Replaces earlier groups / group_interfaces / pin_worker
+  // settings; choose the provider separately (e.g. "efa" for the NICs detect_topology named).
+  TransferEngineBuilder& from_topology(const Topology& topology, size_t nets_per_gpu);
 
   Result<std::unique_ptr<TransferEngine>> build() const;
 

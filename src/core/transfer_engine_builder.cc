@@ -1,9 +1,11 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/engine_core.h"
 #include "core/engine_options.h"
+#include "fabric_lib/topology.h"
 #include "fabric_lib/transfer_engine.h"
 #include "transport/domain_factory.h"
 
@@ -81,6 +83,24 @@ TransferEngineBuilder& TransferEngineBuilder::on_health_event(HealthCallback cal
 }
 TransferEngineBuilder& TransferEngineBuilder::record_submit_latency(bool on) {
   options_->record_submit_latency = on;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::from_topology(const Topology& topology, size_t nets_per_gpu) {
+  if (topology.groups.empty()) return *this;
+  size_t domains = nets_per_gpu;
+  if (domains == 0) {
+    domains = SIZE_MAX;
+    for (const DeviceGroup& g : topology.groups) domains = std::min(domains, std::max<size_t>(1, g.nics.size()));
+  }
+  groups(topology.groups.size());
+  domains_per_group(domains);
+  options_->group_interfaces.clear();
+  options_->worker_cpus.clear();
+  for (size_t g = 0; g < topology.groups.size(); ++g) {
+    std::vector<std::string> names = topology.group_interfaces(g);
+    if (!names.empty()) group_interfaces(g, std::move(names));
+    if (topology.groups[g].worker_cpu >= 0) pin_worker(g, topology.groups[g].worker_cpu);
+  }
   return *this;
 }
 TransferEngineBuilder& TransferEngineBuilder::simulate_unordered_network(uint64_t seed) {

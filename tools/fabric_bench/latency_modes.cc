@@ -1,0 +1,162 @@
+// imm (round-trip latency) and submit (API call to first WR posted).
+#include <chrono>
+#include <cstdio>
+
+#include "common/pattern.h"
+#include "fabric_bench/modes.h"
+#include "fabric_bench/stats.h"
+
+namespace fabric_lib::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kWarmup = 20;
+constexpr auto kRoundTripTimeout = std::chrono::seconds(30);
+
+void fill_latency(Row& row, const std::optional<LatencySummary>& s) {
+  if (!s) return;
+  row.p50_us = s->p50;
+  row.p99_us = s->p99;
+}
+
+std::string latency_text(const std::optional<LatencySummary>& s) {
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "p50 %.2f us, p99 %.2f us (%zu samples)", s ? s->p50 : 0.0, s ? s->p99 : 0.0,
+                s ? s->count : size_t{0});
+  return buf;
+}
+
+}  // namespace
+
+Status run_imm_mode(Initiator& init, std::vector<Row>& rows) {
+  const BenchOptions& o = init.options();
+  TransferEngine& engine = init.engine();
+  // The target's region receives the pings; ours receives the pongs.
+  Result<std::vector<std::string>> reply = init.peer().call("region 4096");
+  if (!reply.ok()) return reply.status();
+  if (reply->empty()) return malformed("empty region reply");
+  Result<MrDesc> target = MrDesc::from_hex((*reply)[0]);
+  if (!target.ok()) return target.status();
+  AlignedBuffer inbox(4096);
+  Result<MrRegistration> mine = engine.register_memory(inbox.data(), inbox.size(), Access::kRemoteWrite);
+  if (!mine.ok()) return mine.status();
+  const uint32_t ping = init.next_imm();
+  const uint32_t pong = init.next_imm();
+  reply = init.peer().call("echo " + std::to_string(ping) + " " + std::to_string(pong) + " " + mine->desc.to_hex());
+  if (!reply.ok()) return reply.status();
+
+  const size_t total = kWarmup + o.latency_iterations;
+  std::vector<double> rtt_us;
+  rtt_us.reserve(o.latency_iterations);
+  Status failure;
+  for (size_t i = 0; i < total && failure.ok(); ++i) {
+    const auto t0 = Clock::now();
+    Result<TransferId> id = engine.submit_imm(ping, *target, Completion());
+    if (!id.ok()) {
+      failure = id.status();
+      break;
+    }
+    uint32_t spins = 0;
+    while (engine.imms().count(pong) < i + 1) {
+      if (Clock::now() - t0 > kRoundTripTimeout) {
+        failure = Status(ErrorCode::kDeadlineExceeded, "imm round trip " + std::to_string(i) + " never came back");
+        break;
+      }
+      relax(spins);
+    }
+    if (i >= kWarmup) rtt_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  // The target checks it saw exactly `total` pings; we check exactly `total` pongs.
+  reply = init.peer().call("echo_end " + std::to_string(ping) + " " + std::to_string(total));
+  const uint64_t pongs = engine.imms().count(pong);
+  engine.imms().release(pong);
+  engine.unregister_memory(mine->handle);
+  if (!failure.ok()) return failure;
+  if (!reply.ok()) return reply.status();
+  if (pongs != total) return internal_error("imm mode: " + std::to_string(pongs) + " pongs for " + std::to_string(total) + " pings");
+  init.note_verified();
+
+  const std::optional<LatencySummary> s = summarize(rtt_us);
+  Row row = init.row("imm", 0);
+  fill_latency(row, s);
+  rows.push_back(row);
+  init.progress().step(init.provider() + " imm round trip, " + std::to_string(init.config().domains) +
+                       " domain(s): " + latency_text(s));
+  return ok_status();
+}
+
+Status run_submit_mode(Initiator& init, std::vector<Row>& rows) {
+  const BenchOptions& o = init.options();
+  const uint64_t size = o.submit_bytes;
+  // A separate engine with the submit clock on, so the bandwidth modes run without it.
+  Result<std::unique_ptr<TransferEngine>> built = build_bench_engine(init.config(), true);
+  if (!built.ok()) return built.status();
+  TransferEngine& engine = **built;
+  Result<std::vector<std::string>> reply = init.peer().call("region " + std::to_string(size));
+  if (!reply.ok()) return reply.status();
+  if (reply->empty()) return malformed("empty region reply");
+  Result<MrDesc> dst = MrDesc::from_hex((*reply)[0]);
+  if (!dst.ok()) return dst.status();
+  AlignedBuffer src(size);
+  tools::fill_pattern(src.data(), size, o.seed);
+  Result<MrRegistration> mr = engine.register_memory(src.data(), size, Access::kLocalOnly);
+  if (!mr.ok()) return mr.status();
+  const WriteRequest proto{mr->handle, 0, *dst, 0, size, std::nullopt};
+  WriteRequest with_imm = proto;
+  with_imm.imm = 1;
+  const uint64_t imms_per = imm_count_of(with_imm, init.config().domains);
+  auto submit = [&](uint64_t, uint32_t imm, Completion done) {
+    WriteRequest r = proto;
+    r.imm = imm;
+    return engine.submit_write(std::move(r), std::move(done));
+  };
+  // run_engine drives the initiator's main engine; this mode has its own, so it loops itself:
+  // one request in flight (the unloaded path: nothing queued ahead of the measured request).
+  auto run = [&](uint32_t imm, uint64_t n) -> Status {
+    for (uint64_t i = 0; i < n; ++i) {
+      CompletionCounter done;
+      Result<TransferId> id = submit(i, imm, Completion::counter(done));
+      if (!id.ok()) return id.status();
+      uint32_t spins = 0;
+      const auto t0 = Clock::now();
+      while (done.finished() < 1) {
+        if (Clock::now() - t0 > kRoundTripTimeout) return Status(ErrorCode::kDeadlineExceeded, "write did not complete");
+        relax(spins);
+      }
+      if (done.errors.load() != 0) return Status(ErrorCode::kProviderError, "a submit-mode write failed");
+    }
+    return ok_status();
+  };
+
+  // Verification: one write onto a cleared region, checked at the target.
+  reply = init.peer().call("clear " + std::to_string(size));
+  if (!reply.ok()) return reply.status();
+  uint32_t imm = init.next_imm();
+  FABRIC_LIB_RETURN_IF_ERROR(run(imm, 1));
+  reply = init.peer().call("check " + std::to_string(imm) + " " + std::to_string(imms_per) + " " + std::to_string(size) +
+                           " " + std::to_string(hash_region(src.data(), size)));
+  if (!reply.ok()) return Status(reply.status().code(), "submit mode: " + reply.status().message());
+  init.note_verified();
+
+  imm = init.next_imm();
+  FABRIC_LIB_RETURN_IF_ERROR(run(imm, kWarmup));
+  engine.take_submit_latencies_ns();  // drop the warm-up's samples
+  FABRIC_LIB_RETURN_IF_ERROR(run(imm, o.latency_iterations));
+  const std::vector<uint32_t> samples = engine.take_submit_latencies_ns();
+  reply = init.peer().call("wait " + std::to_string(imm) + " " + std::to_string((kWarmup + o.latency_iterations) * imms_per));
+  if (!reply.ok()) return reply.status();
+  engine.unregister_memory(mr->handle);
+  engine.stop();
+  if (samples.size() != o.latency_iterations) {
+    return internal_error("submit mode: " + std::to_string(samples.size()) + " latency samples for " +
+                          std::to_string(o.latency_iterations) + " requests");
+  }
+  const std::optional<LatencySummary> s = summarize_ns_as_us(samples);
+  Row row = init.row("submit", size);
+  fill_latency(row, s);
+  rows.push_back(row);
+  init.progress().step(init.provider() + " submit overhead, " + format_size(size) + ": " + latency_text(s));
+  return ok_status();
+}
+
+}  // namespace fabric_lib::bench

@@ -1,0 +1,53 @@
+// fabric-bench's settings, as parsed from the command line (main.cc).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fabric_lib::bench {
+
+enum class Mode { kSingle, kPaged, kImm, kScatter, kSubmit };
+
+struct BenchOptions {
+  std::vector<Mode> modes;
+  std::string provider = "tcp";
+  std::string interface_name;           // "" = provider default
+  std::vector<size_t> domains = {1};    // one full sweep per entry (domain scaling)
+  bool spin = false;                    // IdlePolicy::kSpin instead of kAdaptive
+
+  double duration_s = 0.3;              // per timed run (engine or raw) when iterations == 0
+  uint64_t iterations = 0;              // requests per timed run (0 = use duration_s)
+  size_t repeats = 1;                   // alternating engine/raw runs; the best of each counts
+  size_t window = 16;                   // requests in flight (single, paged)
+
+  std::vector<uint64_t> sizes;          // single-write sizes
+  std::vector<uint64_t> page_sizes;     // paged-write page sizes
+  size_t pages_per_request = 64;
+  std::vector<size_t> scatter_peers;    // peer counts of the scatter sweep
+  uint64_t scatter_bytes = 4096;        // bytes to each peer
+  uint64_t submit_bytes = 4096;         // write size of the submit-overhead mode
+  size_t latency_iterations = 1000;     // imm round trips, scatters and submits per point
+
+  uint64_t max_region_bytes = 256ull << 20;  // cap of each side's registered region
+  uint64_t seed = 1;
+
+  std::string format = "table";         // "table" or "csv"
+  std::string plot_file;                // PNG of bandwidth vs size (empty = none)
+  bool progress = true;                 // progress lines on stderr
+};
+
+// Parses "4KiB", "64K", "1MiB", "2M", "1G", "512" (bytes). Returns false on junk.
+bool parse_size(const std::string& text, uint64_t* out);
+// "1 KiB", "64 KiB", "1 MiB" (exact powers print without decimals).
+std::string format_size(uint64_t bytes);
+// Sizes from min to max, doubling (both powers of two).
+std::vector<uint64_t> power_of_two_range(uint64_t min, uint64_t max, unsigned step_shift = 1);
+
+const char* mode_name(Mode m);
+// How many measured points (progress steps) a mode produces with `options`.
+size_t points_of(Mode mode, const BenchOptions& options);
+
+}  // namespace fabric_lib::bench

@@ -1,0 +1,211 @@
+#include "fabric_bench/output.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+
+namespace fabric_lib::bench {
+namespace {
+
+std::string cell(const std::optional<double>& v, int decimals) {
+  if (!v) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, *v);
+  return buf;
+}
+
+std::string padded(const std::string& s, size_t width, bool left = false) {
+  if (s.size() >= width) return s;
+  return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
+}
+
+std::string size_cell(const Row& r) {
+  if (r.mode == "imm") return "-";
+  if (r.mode.rfind("scatter", 0) == 0) return std::to_string(r.size) + " peers";
+  return format_size(r.size);
+}
+
+std::string domains_text(size_t d) { return std::to_string(d) + (d == 1 ? " domain" : " domains"); }
+
+const Row* find_row(const std::vector<Row>& rows, const std::string& mode, size_t domains, uint64_t size) {
+  for (const Row& r : rows) {
+    if (r.mode == mode && r.domains == domains && r.size == size) return &r;
+  }
+  return nullptr;
+}
+
+// Runs argv (no shell); returns the exit status, or -1.
+int run_program(const std::vector<std::string>& args) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string directory_of_executable() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+bool file_exists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+
+}  // namespace
+
+void print_csv(std::ostream& out, const std::vector<Row>& rows) {
+  out << kCsvHeader << "\n";
+  for (const Row& r : rows) {
+    out << r.mode << ',' << r.provider << ',' << r.domains << ',' << r.size << ',' << cell(r.engine_gbps, 3) << ','
+        << cell(r.raw_gbps, 3) << ',' << cell(r.ratio, 3) << ',' << cell(r.engine_mops, 4) << ','
+        << cell(r.raw_mops, 4) << ',' << cell(r.p50_us, 2) << ',' << cell(r.p99_us, 2) << "\n";
+  }
+}
+
+void print_table(std::ostream& out, const std::vector<Row>& rows, const BenchOptions& options) {
+  std::string last_group;
+  for (const Row& r : rows) {
+    const std::string group = r.provider + ", " + domains_text(r.domains);
+    if (group != last_group) {
+      out << "\n" << group << " (window " << options.window << ", " << options.pages_per_request
+          << " pages per paged request, " << format_size(options.scatter_bytes) << " per scatter peer)\n";
+      out << padded("mode", 17, true) << padded("size", 10) << padded("engine Gbps", 13) << padded("raw Gbps", 10)
+          << padded("ratio", 8) << padded("engine Mops", 13) << padded("raw Mops", 10) << padded("p50 us", 10)
+          << padded("p99 us", 10) << "\n";
+      last_group = group;
+    }
+    out << padded(r.mode, 17, true) << padded(size_cell(r), 10) << padded(cell(r.engine_gbps, 2), 13)
+        << padded(cell(r.raw_gbps, 2), 10) << padded(r.ratio ? cell(r.ratio, 2) + "x" : "", 8)
+        << padded(cell(r.engine_mops, 3), 13) << padded(cell(r.raw_mops, 3), 10) << padded(cell(r.p50_us, 2), 10)
+        << padded(cell(r.p99_us, 2), 10) << "\n";
+  }
+}
+
+void print_domain_scaling(std::ostream& out, const std::vector<Row>& rows) {
+  std::set<size_t> domains;
+  std::set<uint64_t> sizes;
+  for (const Row& r : rows) {
+    if (r.mode != "single") continue;
+    domains.insert(r.domains);
+    sizes.insert(r.size);
+  }
+  if (domains.size() < 2) return;
+  out << "\nDomain scaling: single-write engine Gbps (raw Gbps) by domains per group\n" << padded("size", 10);
+  for (size_t d : domains) out << padded(domains_text(d), 22);
+  out << "\n";
+  for (uint64_t s : sizes) {
+    out << padded(format_size(s), 10);
+    for (size_t d : domains) {
+      const Row* r = find_row(rows, "single", d, s);
+      out << padded(r ? cell(r->engine_gbps, 2) + " (" + cell(r->raw_gbps, 2) + ")" : "", 22);
+    }
+    out << "\n";
+  }
+}
+
+std::vector<std::string> evaluate_targets(const std::vector<Row>& rows) {
+  std::vector<std::string> lines;
+  std::set<std::pair<std::string, size_t>> configs;
+  for (const Row& r : rows) configs.insert({r.provider, r.domains});
+  char buf[512];
+  auto verdict = [](bool met, const std::string& miss) { return met ? std::string("met") : "MISSED " + miss; };
+  for (const auto& [provider, domains] : configs) {
+    const std::string who = "[" + provider + ", " + domains_text(domains) + "] ";
+    // 1. single >= 64 KiB: engine >= 0.95x raw.
+    const Row* worst = nullptr;
+    for (const Row& r : rows) {
+      if (r.provider != provider || r.domains != domains || r.mode != "single" || r.size < 65536 || !r.ratio) continue;
+      if (!worst || *r.ratio < *worst->ratio) worst = &r;
+    }
+    if (worst) {
+      const double miss = 0.95 - *worst->ratio;
+      std::snprintf(buf, sizeof(buf), "single writes >= 64 KiB at >= 0.95x raw: worst %.2fx at %s: %s", *worst->ratio,
+                    format_size(worst->size).c_str(), verdict(miss <= 0, "by " + cell(miss, 2)).c_str());
+      lines.push_back(who + buf);
+    }
+    // 2. paged 4 KiB op rate >= 0.90x raw.
+    if (const Row* r = find_row(rows, "paged", domains, 4096); r && r->provider == provider && r->engine_mops && r->raw_mops && *r->raw_mops > 0) {
+      const double ratio = *r->engine_mops / *r->raw_mops;
+      std::snprintf(buf, sizeof(buf), "paged 4 KiB op rate at >= 0.90x raw: %.2fx (%.3f vs %.3f Mops): %s", ratio,
+                    *r->engine_mops, *r->raw_mops, verdict(ratio >= 0.90, "by " + cell(0.90 - ratio, 2)).c_str());
+      lines.push_back(who + buf);
+    }
+    // 3. paged reaches 90% of its best bandwidth at <= 32 KiB pages.
+    double best = 0;
+    for (const Row& r : rows) {
+      if (r.provider == provider && r.domains == domains && r.mode == "paged" && r.engine_gbps) best = std::max(best, *r.engine_gbps);
+    }
+    if (best > 0) {
+      uint64_t first = 0;
+      for (const Row& r : rows) {
+        if (r.provider != provider || r.domains != domains || r.mode != "paged" || !r.engine_gbps) continue;
+        if (*r.engine_gbps >= 0.9 * best && (first == 0 || r.size < first)) first = r.size;
+      }
+      std::snprintf(buf, sizeof(buf), "paged writes reach 90%% of their best %.2f Gbps at <= 32 KiB pages: at %s: %s",
+                    best, format_size(first).c_str(), verdict(first <= 32768, "(needs " + format_size(first) + ")").c_str());
+      lines.push_back(who + buf);
+    }
+    // 4. submit overhead p50 < 1 us.
+    for (const Row& r : rows) {
+      if (r.provider != provider || r.domains != domains || r.mode != "submit" || !r.p50_us) continue;
+      std::snprintf(buf, sizeof(buf), "submit overhead p50 < 1 us (%s writes): %.2f us: %s", format_size(r.size).c_str(),
+                    *r.p50_us, verdict(*r.p50_us < 1.0, "by " + cell(*r.p50_us - 1.0, 2) + " us").c_str());
+      lines.push_back(who + buf);
+    }
+    // 5. scatter posting to 64 peers p50 < 10 us.
+    if (const Row* r = find_row(rows, "scatter-post", domains, 64); r && r->provider == provider && r->p50_us) {
+      std::snprintf(buf, sizeof(buf), "scatter posting to 64 peers p50 < 10 us: %.2f us: %s", *r->p50_us,
+                    verdict(*r->p50_us < 10.0, "by " + cell(*r->p50_us - 10.0, 2) + " us").c_str());
+      lines.push_back(who + buf);
+    }
+  }
+  return lines;
+}
+
+Status plot_bandwidth(const std::vector<Row>& rows, const std::string& png_path) {
+  const std::string dir = directory_of_executable();
+  std::string script;
+  for (const std::string& candidate : {dir + "/fabric_bench_plot.py", dir + "/../share/fabric_lib/fabric_bench_plot.py"}) {
+    if (file_exists(candidate)) {
+      script = candidate;
+      break;
+    }
+  }
+  if (script.empty()) return not_found("fabric_bench_plot.py not found next to " + dir);
+  char tmpl[] = "/tmp/fabric-bench-XXXXXX.csv";
+  const int fd = mkstemps(tmpl, 4);
+  if (fd < 0) return internal_error("cannot create a temporary CSV");
+  close(fd);
+  {
+    std::ofstream csv(tmpl);
+    print_csv(csv, rows);
+  }
+  // Debian's python3-matplotlib lives with the system interpreter.
+  const std::string python = file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  const int rc = run_program({python, script, tmpl, png_path});
+  std::remove(tmpl);
+  if (rc != 0) {
+    return Status(ErrorCode::kUnsupported, "plotting failed (exit " + std::to_string(rc) + "; needs python3-matplotlib)");
+  }
+  return ok_status();
+}
+
+}  // namespace fabric_lib::bench

@@ -1,0 +1,134 @@
+// scatter: one request to P peers (P engines in the target process), by peer, through a
+// pre-resolved PeerGroup. Posting time = API call until the engine's wrs_posted counter shows every
+// WR of the request handed to the provider; completion time = API call until its completion.
+#include <chrono>
+#include <cstdio>
+
+#include "common/pattern.h"
+#include "fabric_bench/modes.h"
+#include "fabric_bench/stats.h"
+
+namespace fabric_lib::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kWarmup = 10;
+constexpr auto kTimeout = std::chrono::seconds(30);
+
+std::string us_text(const std::optional<LatencySummary>& s) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "p50 %.2f us, p99 %.2f us", s ? s->p50 : 0.0, s ? s->p99 : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+Status run_scatter_mode(Initiator& init, std::vector<Row>& rows) {
+  const BenchOptions& o = init.options();
+  TransferEngine& engine = init.engine();
+  const size_t domains = init.config().domains;
+  const uint64_t bytes = o.scatter_bytes;
+  size_t max_peers = 0;
+  for (size_t p : o.scatter_peers) max_peers = std::max(max_peers, p);
+  if (max_peers == 0) return ok_status();
+
+  Result<std::vector<std::string>> reply =
+      init.peer().call("peers " + std::to_string(max_peers) + " " + std::to_string(bytes), std::chrono::minutes(5));
+  if (!reply.ok()) return reply.status();
+  if (reply->size() != max_peers) return malformed("peers reply has " + std::to_string(reply->size()) + " descriptors");
+  std::vector<MrDesc> descs;
+  for (const std::string& hex : *reply) {
+    Result<MrDesc> d = MrDesc::from_hex(hex);
+    if (!d.ok()) return d.status();
+    descs.push_back(*d);
+  }
+  AlignedBuffer src(max_peers * bytes);
+  tools::fill_pattern(src.data(), src.size(), o.seed);
+  Result<MrRegistration> mr = engine.register_memory(src.data(), src.size(), Access::kLocalOnly);
+  if (!mr.ok()) return mr.status();
+
+  for (size_t peers : o.scatter_peers) {
+    Result<PeerGroup> group = engine.add_peer_group(std::span<const MrDesc>(descs.data(), peers));
+    if (!group.ok()) return group.status();
+    ScatterRequest proto;
+    proto.src = mr->handle;
+    proto.sharding = ScatterSharding::kByPeer;
+    proto.group = &*group;
+    for (size_t t = 0; t < peers; ++t) proto.targets.push_back({bytes, t * bytes, 0, MrDesc(), static_cast<uint32_t>(t)});
+    std::vector<uint64_t> imms_of(peers);
+    uint64_t wrs = 0;  // every WR carries the imm, so WRs = imms delivered
+    proto.imm = 1;  // for imm_count_of; every submitted copy gets its own imm
+    for (size_t t = 0; t < peers; ++t) wrs += imms_of[t] = imm_count_of(proto, t, domains);
+
+    // Verification: one scatter onto cleared regions; every peer checks its bytes.
+    reply = init.peer().call("peer_clear " + std::to_string(peers) + " " + std::to_string(bytes));
+    if (!reply.ok()) return reply.status();
+    uint32_t imm = init.next_imm();
+    {
+      ScatterRequest r = proto;
+      r.imm = imm;
+      CompletionCounter done;
+      Result<TransferId> id = engine.submit_scatter(std::move(r), Completion::counter(done));
+      if (!id.ok()) return id.status();
+      if (!done.wait_for(1, kTimeout) || done.errors.load() != 0) return Status(ErrorCode::kProviderError, "verification scatter failed");
+    }
+    for (size_t t = 0; t < peers; ++t) {
+      reply = init.peer().call("peer_check " + std::to_string(t) + " " + std::to_string(imm) + " " +
+                               std::to_string(imms_of[t]) + " " + std::to_string(bytes) + " " +
+                               std::to_string(hash_region(src.data() + t * bytes, bytes)));
+      if (!reply.ok()) return Status(reply.status().code(), "scatter to " + std::to_string(peers) + " peers, peer " + std::to_string(t) + ": " + reply.status().message());
+    }
+    init.note_verified();
+
+    // Timed: one scatter at a time.
+    imm = init.next_imm();
+    std::vector<double> post_us, done_us;
+    const size_t total = kWarmup + o.latency_iterations;
+    for (size_t i = 0; i < total; ++i) {
+      ScatterRequest r = proto;
+      r.imm = imm;
+      CompletionCounter done;
+      const uint64_t base = engine.stats().wrs_posted;
+      const auto t0 = Clock::now();
+      Result<TransferId> id = engine.submit_scatter(std::move(r), Completion::counter(done));
+      if (!id.ok()) return id.status();
+      // Tight loop (no yield): the worker runs on another core, and a yield would add its
+      // time slice to the measurement.
+      for (uint64_t n = 0; engine.stats().wrs_posted < base + wrs; ++n) {
+        if (done.finished() > 0) break;  // failed before posting everything
+        if ((n & 4095) == 4095 && Clock::now() - t0 > kTimeout) {
+          return Status(ErrorCode::kDeadlineExceeded, "scatter WRs were never posted");
+        }
+      }
+      const auto t1 = Clock::now();
+      uint32_t spins = 0;
+      while (done.finished() < 1) {
+        if (Clock::now() - t0 > kTimeout) return Status(ErrorCode::kDeadlineExceeded, "scatter did not complete");
+        relax(spins);
+      }
+      const auto t2 = Clock::now();
+      if (done.errors.load() != 0) return Status(ErrorCode::kProviderError, "a scatter failed");
+      if (i < kWarmup) continue;
+      post_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      done_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
+    }
+    for (size_t t = 0; t < peers; ++t) {
+      reply = init.peer().call("peer_check " + std::to_string(t) + " " + std::to_string(imm) + " " +
+                               std::to_string(imms_of[t] * total) + " 0 -");
+      if (!reply.ok()) return reply.status();
+    }
+    const std::optional<LatencySummary> post = summarize(post_us), complete = summarize(done_us);
+    Row row = init.row("scatter-post", peers);
+    if (post) row.p50_us = post->p50, row.p99_us = post->p99;
+    rows.push_back(row);
+    row = init.row("scatter-complete", peers);
+    if (complete) row.p50_us = complete->p50, row.p99_us = complete->p99;
+    rows.push_back(row);
+    init.progress().step(init.provider() + " scatter to " + std::to_string(peers) + " peers (" + format_size(bytes) +
+                         " each): post " + us_text(post) + "; complete " + us_text(complete));
+  }
+  engine.unregister_memory(mr->handle);
+  return ok_status();
+}
+
+}  // namespace fabric_lib::bench

@@ -1,0 +1,324 @@
+#include "fabric_bench/target.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "fabric_bench/bench_engine.h"
+#include "fabric_bench/raw_fabric.h"
+#include "fabric_bench/verify.h"
+#include "fabric_lib/fabric_lib.h"
+
+namespace fabric_lib::bench {
+namespace {
+
+constexpr auto kWaitTimeout = std::chrono::seconds(60);
+constexpr auto kIdleTimeout = std::chrono::hours(1);
+
+std::string error_reply(const Status& s) { return "error " + s.to_string(); }
+
+bool parse_u64(const std::string& text, uint64_t* out) {
+  try {
+    size_t used = 0;
+    *out = std::stoull(text, &used, 0);
+    return used == text.size();
+  } catch (...) {
+    return false;
+  }
+}
+
+// One engine with one registered, zeroed region.
+struct EngineWithRegion {
+  AlignedBuffer region;
+  std::unique_ptr<TransferEngine> engine;
+  MrRegistration mr;
+
+  ~EngineWithRegion() {
+    if (engine) engine->stop();  // before the region goes
+  }
+};
+
+// Waits until `engine` counted `n` imms of `imm`, consumes them, and insists nothing more came.
+Status wait_imms(TransferEngine& engine, uint32_t imm, uint64_t n) {
+  CompletionCounter reached;
+  FABRIC_LIB_RETURN_IF_ERROR(engine.imms().expect(imm, n, Completion::counter(reached)));
+  if (!reached.wait_for(1, kWaitTimeout)) {
+    const uint64_t got = engine.imms().count(imm);
+    engine.imms().release(imm);
+    return Status(ErrorCode::kDeadlineExceeded,
+                  "imm " + std::to_string(imm) + ": " + std::to_string(got) + " of " + std::to_string(n) + " arrived");
+  }
+  if (reached.errors.load() != 0) return internal_error("imm expectation ended with an error");
+  // Extra arrivals would be duplicated imms: the count past n must stay 0.
+  const uint64_t extra = engine.imms().count(imm);
+  if (extra != 0) {
+    engine.imms().release(imm);
+    return internal_error("imm " + std::to_string(imm) + ": " + std::to_string(extra) + " more than the " +
+                          std::to_string(n) + " expected");
+  }
+  return ok_status();
+}
+
+Status compare_hash(const AlignedBuffer& region, uint64_t bytes, const std::string& expected) {
+  if (expected == "-") return ok_status();
+  uint64_t want = 0;
+  if (!parse_u64(expected, &want)) return malformed("bad hash " + expected);
+  if (bytes > region.size()) return out_of_range("check beyond the region");
+  const uint64_t got = hash_region(region.data(), bytes);
+  if (got != want) {
+    return internal_error("bytes differ from the initiator's image (" + std::to_string(bytes) + " bytes checked)");
+  }
+  return ok_status();
+}
+
+class Target {
+ public:
+  explicit Target(std::string interface_override) : interface_override_(std::move(interface_override)) {}
+  ~Target() { teardown(); }
+
+  // Returns the reply; sets *done on "bye".
+  std::string handle(const std::vector<std::string>& w, bool* done);
+
+ private:
+  void teardown();
+  Status setup(const std::vector<std::string>& w);
+  std::string region(uint64_t bytes);
+  Status raw_start();
+  Status raw_stop();
+  Status raw_wait(uint32_t imm, uint64_t n);
+  std::string peers(size_t count, uint64_t bytes);
+  Status echo(uint32_t ping, uint32_t pong, const std::string& desc_hex);
+  Status echo_end(uint32_t ping, uint64_t n);
+
+  std::string interface_override_;
+  EngineConfig config_;
+  std::unique_ptr<EngineWithRegion> main_;
+  std::unique_ptr<RawFabric> raw_;
+  RawImmCounts raw_counts_{};
+  std::thread raw_poller_;
+  std::atomic<bool> raw_polling_{false};
+  std::mutex raw_error_mu_;
+  Status raw_error_;
+  std::vector<std::unique_ptr<EngineWithRegion>> peers_;
+  uint64_t peer_bytes_ = 0;
+};
+
+void Target::teardown() {
+  raw_stop();
+  peers_.clear();
+  main_.reset();
+  raw_.reset();
+}
+
+Status Target::setup(const std::vector<std::string>& w) {
+  if (w.size() != 5) return invalid_argument("setup wants 4 arguments");
+  Result<EngineConfig> config = decode_engine_config(w[1], w[2], w[3], w[4]);
+  if (!config.ok()) return config.status();
+  teardown();
+  config_ = *config;
+  config_.spin = false;  // the target stays adaptive, so an idle engine leaves the CPU to the raw runs
+  if (!interface_override_.empty()) config_.interface_name = interface_override_;
+  main_ = std::make_unique<EngineWithRegion>();
+  Result<std::unique_ptr<TransferEngine>> engine = build_bench_engine(config_, false);
+  if (!engine.ok()) return engine.status();
+  main_->engine = std::move(engine).value();
+  Result<std::unique_ptr<RawFabric>> raw = RawFabric::open(config_.provider, config_.interface_name, config_.domains);
+  if (!raw.ok()) return raw.status();
+  raw_ = std::move(raw).value();
+  return ok_status();
+}
+
+std::string Target::region(uint64_t bytes) {
+  if (!main_ || !raw_) return error_reply(Status(ErrorCode::kFailedPrecondition, "no setup yet"));
+  if (main_->mr.handle.valid()) main_->engine->unregister_memory(main_->mr.handle);
+  main_->mr = {};
+  main_->region = AlignedBuffer(bytes);
+  if (!main_->region.ok()) return error_reply(resource_exhausted("cannot allocate " + std::to_string(bytes) + " bytes"));
+  Result<MrRegistration> mr = main_->engine->register_memory(main_->region.data(), bytes, Access::kRemoteWrite);
+  if (!mr.ok()) return error_reply(mr.status());
+  main_->mr = *mr;
+  Result<RawRemoteRegion> raw = raw_->register_region(main_->region.data(), bytes, true);
+  if (!raw.ok()) return error_reply(raw.status());
+  return "ok " + mr->desc.to_hex() + " " + encode_raw_region(*raw);
+}
+
+Status Target::raw_start() {
+  if (!raw_) return Status(ErrorCode::kFailedPrecondition, "no setup yet");
+  raw_stop();
+  for (auto& c : raw_counts_) c.store(0);
+  {
+    std::lock_guard lock(raw_error_mu_);
+    raw_error_ = ok_status();
+  }
+  raw_polling_.store(true);
+  // Busy-polls like a worker under load: this is the provider's ceiling, so it gets a full core.
+  raw_poller_ = std::thread([this] {
+    while (raw_polling_.load(std::memory_order_relaxed)) {
+      Result<size_t> n = raw_->poll_target(raw_counts_);
+      if (!n.ok()) {
+        std::lock_guard lock(raw_error_mu_);
+        raw_error_ = n.status();
+        return;
+      }
+    }
+  });
+  return ok_status();
+}
+
+Status Target::raw_stop() {
+  raw_polling_.store(false);
+  if (raw_poller_.joinable()) raw_poller_.join();
+  std::lock_guard lock(raw_error_mu_);
+  return raw_error_;
+}
+
+Status Target::raw_wait(uint32_t imm, uint64_t n) {
+  std::atomic<uint64_t>& count = raw_counts_[imm & 0xff];
+  const auto deadline = std::chrono::steady_clock::now() + kWaitTimeout;
+  while (count.load() < n) {
+    {
+      std::lock_guard lock(raw_error_mu_);
+      if (!raw_error_.ok()) return raw_error_;
+    }
+    if (!raw_polling_.load()) return Status(ErrorCode::kFailedPrecondition, "raw poller not running");
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status(ErrorCode::kDeadlineExceeded, "raw imm " + std::to_string(imm) + ": " +
+                                                      std::to_string(count.load()) + " of " + std::to_string(n));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  const uint64_t got = count.exchange(0);
+  if (got != n) return internal_error("raw imm " + std::to_string(imm) + ": " + std::to_string(got) + " arrived, " + std::to_string(n) + " expected");
+  return ok_status();
+}
+
+std::string Target::peers(size_t count, uint64_t bytes) {
+  if (!main_) return error_reply(Status(ErrorCode::kFailedPrecondition, "no setup yet"));
+  if (count == 0 || count > 256) return error_reply(invalid_argument("peers: count must be 1..256"));
+  if (bytes != peer_bytes_) peers_.clear();
+  peer_bytes_ = bytes;
+  while (peers_.size() < count) {
+    auto p = std::make_unique<EngineWithRegion>();
+    p->region = AlignedBuffer(bytes);
+    Result<std::unique_ptr<TransferEngine>> engine = build_bench_engine(config_, false);
+    if (!engine.ok()) return error_reply(engine.status());
+    p->engine = std::move(engine).value();
+    Result<MrRegistration> mr = p->engine->register_memory(p->region.data(), bytes, Access::kRemoteWrite);
+    if (!mr.ok()) return error_reply(mr.status());
+    p->mr = *mr;
+    peers_.push_back(std::move(p));
+  }
+  std::string reply = "ok";
+  for (size_t i = 0; i < count; ++i) reply += " " + peers_[i]->mr.desc.to_hex();
+  return reply;
+}
+
+Status Target::echo(uint32_t ping, uint32_t pong, const std::string& desc_hex) {
+  if (!main_) return Status(ErrorCode::kFailedPrecondition, "no setup yet");
+  Result<MrDesc> desc = MrDesc::from_hex(desc_hex);
+  if (!desc.ok()) return desc.status();
+  TransferEngine* engine = main_->engine.get();
+  // The observer runs on the engine's callback thread, as an application's reaction would.
+  engine->imms().set_observer([engine, ping, pong, dst = *desc](uint32_t imm) {
+    if (imm == ping) engine->submit_imm(pong, dst, Completion());
+  });
+  return ok_status();
+}
+
+Status Target::echo_end(uint32_t ping, uint64_t n) {
+  if (!main_) return Status(ErrorCode::kFailedPrecondition, "no setup yet");
+  Status s = wait_imms(*main_->engine, ping, n);
+  main_->engine->imms().set_observer(nullptr);
+  return s;
+}
+
+std::string Target::handle(const std::vector<std::string>& w, bool* done) {
+  if (w.empty()) return "error empty command";
+  const std::string& cmd = w[0];
+  std::vector<uint64_t> n(w.size(), 0);
+  auto numbers = [&](size_t first, size_t last) {
+    if (w.size() <= last) return false;
+    for (size_t i = first; i <= last; ++i) {
+      if (!parse_u64(w[i], &n[i])) return false;
+    }
+    return true;
+  };
+  auto reply = [](const Status& s) { return s.ok() ? std::string("ok") : error_reply(s); };
+  const Status bad = invalid_argument("bad arguments to " + cmd);
+
+  if (cmd == "bye") {
+    *done = true;
+    return "ok";
+  }
+  if (cmd == "setup") {
+    Status s = setup(w);
+    return s.ok() ? "ok " + main_->engine->provider() : error_reply(s);
+  }
+  if (cmd == "region") return numbers(1, 1) ? region(n[1]) : error_reply(bad);
+  if (cmd == "clear") {
+    if (!numbers(1, 1) || !main_ || n[1] > main_->region.size()) return error_reply(bad);
+    std::memset(main_->region.data(), 0, n[1]);
+    return "ok";
+  }
+  if (cmd == "wait") {
+    if (!numbers(1, 2) || !main_) return error_reply(bad);
+    return reply(wait_imms(*main_->engine, static_cast<uint32_t>(n[1]), n[2]));
+  }
+  if (cmd == "check") {
+    if (!numbers(1, 3) || w.size() != 5 || !main_) return error_reply(bad);
+    Status s = wait_imms(*main_->engine, static_cast<uint32_t>(n[1]), n[2]);
+    if (s.ok()) s = compare_hash(main_->region, n[3], w[4]);
+    return reply(s);
+  }
+  if (cmd == "raw_start") return reply(raw_start());
+  if (cmd == "raw_stop") return reply(raw_stop());
+  if (cmd == "raw_wait") return numbers(1, 2) ? reply(raw_wait(static_cast<uint32_t>(n[1]), n[2])) : error_reply(bad);
+  if (cmd == "raw_check") {
+    if (!numbers(1, 3) || w.size() != 5 || !main_) return error_reply(bad);
+    Status s = raw_wait(static_cast<uint32_t>(n[1]), n[2]);
+    if (s.ok()) s = compare_hash(main_->region, n[3], w[4]);
+    return reply(s);
+  }
+  if (cmd == "peers") return numbers(1, 2) ? peers(n[1], n[2]) : error_reply(bad);
+  if (cmd == "peer_clear") {
+    if (!numbers(1, 2) || n[1] > peers_.size() || n[2] > peer_bytes_) return error_reply(bad);
+    for (size_t i = 0; i < n[1]; ++i) std::memset(peers_[i]->region.data(), 0, n[2]);
+    return "ok";
+  }
+  if (cmd == "peer_check") {
+    if (!numbers(1, 4) || w.size() != 6 || n[1] >= peers_.size()) return error_reply(bad);
+    EngineWithRegion& p = *peers_[n[1]];
+    Status s = wait_imms(*p.engine, static_cast<uint32_t>(n[2]), n[3]);
+    if (s.ok()) s = compare_hash(p.region, n[4], w[5]);
+    return reply(s);
+  }
+  if (cmd == "echo") {
+    if (!numbers(1, 2) || w.size() != 4) return error_reply(bad);
+    return reply(echo(static_cast<uint32_t>(n[1]), static_cast<uint32_t>(n[2]), w[3]));
+  }
+  if (cmd == "echo_end") {
+    return numbers(1, 2) ? reply(echo_end(static_cast<uint32_t>(n[1]), n[2])) : error_reply(bad);
+  }
+  return "error unknown command " + cmd;
+}
+
+}  // namespace
+
+int serve_target(tools::ControlChannel channel, const std::string& interface_override) {
+  Target target(interface_override);
+  bool done = false;
+  while (!done) {
+    std::optional<std::string> command = channel.recv(kIdleTimeout);
+    if (!command) return 1;  // the initiator vanished
+    const std::string answer = target.handle(tools::split_words(*command), &done);
+    if (!channel.send(answer)) return 1;
+  }
+  return 0;
+}
+
+}  // namespace fabric_lib::bench
