@@ -15,6 +15,7 @@ struct BandwidthWorkload {
   std::string mode;
   uint64_t size = 0;               // write or page size (the row's size)
   uint64_t slots = 0;              // requests of one full iteration (request i uses slot i % slots)
+  size_t window = 1;               // requests in flight (engine and raw alike)
   uint64_t bytes_per_request = 0;
   uint64_t ops_per_request = 0;    // writes (single) or pages (paged)
   uint64_t imms_per_request = 0;   // what the engine's target counts per request
@@ -32,7 +33,7 @@ Status verify_engine(Initiator& init, const BandwidthWorkload& w) {
   Result<std::vector<std::string>> r = init.peer().call("clear " + std::to_string(w.verify_bytes));
   if (!r.ok()) return r.status();
   const uint32_t imm = init.next_imm();
-  Result<EngineRunResult> run = init.run_engine(w.submit, imm, init.options().window, w.slots, {});
+  Result<EngineRunResult> run = init.run_engine(w.submit, imm, w.window, w.slots, {});
   if (!run.ok()) return run.status();
   r = init.peer().call("check " + std::to_string(imm) + " " + std::to_string(w.slots * w.imms_per_request) + " " +
                        std::to_string(w.verify_bytes) + " " + hash_word(w.verify_hash));
@@ -46,7 +47,7 @@ Status verify_raw(Initiator& init, const BandwidthWorkload& w) {
   if (r.ok()) r = init.peer().call("raw_start");
   if (!r.ok()) return r.status();
   const uint32_t imm = init.next_imm();
-  Result<RawRunResult> run = init.raw().run(w.raw_plan, w.slots, {}, init.options().window, imm);
+  Result<RawRunResult> run = init.raw().run(w.raw_plan, w.slots, {}, w.window, imm);
   if (!run.ok()) {
     init.peer().call("raw_stop");
     return run.status();
@@ -68,7 +69,7 @@ std::chrono::duration<double> run_duration(const BenchOptions& o) {
 Result<Throughput> time_engine(Initiator& init, const BandwidthWorkload& w) {
   const BenchOptions& o = init.options();
   const uint32_t imm = init.next_imm();
-  Result<EngineRunResult> run = init.run_engine(w.submit, imm, o.window, o.iterations, run_duration(o));
+  Result<EngineRunResult> run = init.run_engine(w.submit, imm, w.window, o.iterations, run_duration(o));
   if (!run.ok()) return run.status();
   Result<std::vector<std::string>> r =
       init.peer().call("wait " + std::to_string(imm) + " " + std::to_string(run->requests * w.imms_per_request));
@@ -81,7 +82,7 @@ Result<Throughput> time_raw(Initiator& init, const BandwidthWorkload& w) {
   Result<std::vector<std::string>> r = init.peer().call("raw_start");
   if (!r.ok()) return r.status();
   const uint32_t imm = init.next_imm();
-  Result<RawRunResult> run = init.raw().run(w.raw_plan, o.iterations, run_duration(o), o.window, imm);
+  Result<RawRunResult> run = init.raw().run(w.raw_plan, o.iterations, run_duration(o), w.window, imm);
   if (run.ok()) r = init.peer().call("raw_wait " + std::to_string(imm) + " " + std::to_string(run->wrs));
   Result<std::vector<std::string>> stop = init.peer().call("raw_stop");
   if (!run.ok()) return run.status();
@@ -110,8 +111,8 @@ Status measure(Initiator& init, const BandwidthWorkload& w, std::vector<Row>& ro
   row.raw_mops = best_raw.mops;
   rows.push_back(row);
   char line[256];
-  std::snprintf(line, sizeof(line), "%s %s, %zu domain(s), %s: engine %.2f Gbps, raw %.2f Gbps (%.2fx)",
-                init.provider().c_str(), w.mode.c_str(), init.config().domains, format_size(w.size).c_str(),
+  std::snprintf(line, sizeof(line), "%s %s, %zu domain(s), %s, window %zu: engine %.2f Gbps, raw %.2f Gbps (%.2fx)",
+                init.provider().c_str(), w.mode.c_str(), init.config().domains, format_size(w.size).c_str(), w.window,
                 best_engine.gbps, best_raw.gbps, row.ratio.value_or(0));
   init.progress().step(line);
   return ok_status();
@@ -139,7 +140,7 @@ Status run_single_mode(Initiator& init, std::vector<Row>& rows) {
   const BenchOptions& o = init.options();
   const size_t domains = init.config().domains;
   auto slots_of = [&](uint64_t size) {
-    return std::max<uint64_t>(1, std::min<uint64_t>(o.window, o.max_region_bytes / size));
+    return std::max<uint64_t>(1, std::min<uint64_t>(window_for(o, size), o.max_region_bytes / size));
   };
   uint64_t region = 0;
   for (uint64_t size : o.sizes) region = std::max(region, slots_of(size) * size);
@@ -151,6 +152,7 @@ Status run_single_mode(Initiator& init, std::vector<Row>& rows) {
     w.mode = "single";
     w.size = size;
     w.slots = slots_of(size);
+    w.window = window_for(o, size);
     w.bytes_per_request = size;
     w.ops_per_request = 1;
     WriteRequest proto{regions.src_mr.handle, 0, regions.dst, 0, size, std::nullopt};
@@ -180,7 +182,7 @@ Status run_paged_mode(Initiator& init, std::vector<Row>& rows) {
   auto stride_of = [](uint64_t page) { return page + 4096; };
   auto pages_of = [&](uint64_t page) {  // a multiple of ppr
     const uint64_t cap = std::max<uint64_t>(1, o.max_region_bytes / stride_of(page) / ppr);
-    return std::min<uint64_t>(std::max<size_t>(o.window, 1), cap) * ppr;
+    return std::min<uint64_t>(window_for(o, ppr * page), cap) * ppr;
   };
   uint64_t region = 0;
   for (uint64_t page : o.page_sizes) region = std::max(region, pages_of(page) * stride_of(page));
@@ -201,6 +203,7 @@ Status run_paged_mode(Initiator& init, std::vector<Row>& rows) {
     w.mode = "paged";
     w.size = page;
     w.slots = total / ppr;
+    w.window = window_for(o, ppr * page);
     w.bytes_per_request = ppr * page;
     w.ops_per_request = ppr;
     std::vector<PagedWriteRequest> protos(w.slots);

@@ -7,6 +7,7 @@
 //   fabric-bench --connect HOST:18515 [options]  initiator against such a server
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -126,6 +127,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   app.add_option("--window", o.window, "requests in flight (single, paged)")->capture_default_str()->check(CLI::Range(1, 4096));
+  std::string inflight_bytes = "64MiB";
+  app.add_option("--max-inflight", inflight_bytes, "caps the window at this many bytes in flight")->capture_default_str();
   app.add_option("--sizes", sizes_text, "single-write sizes (default 1KiB..64MiB, x4 steps)");
   app.add_option("--page-sizes", pages_text, "paged page sizes (default 1KiB..64KiB, x2 steps)");
   app.add_option("--pages-per-request", o.pages_per_request, "pages per paged request")
@@ -141,6 +144,7 @@ int main(int argc, char** argv) {
   app.add_flag("--spin", o.spin, "initiator engine busy-polls (IdlePolicy::kSpin) instead of adaptive");
   app.add_option("--format", o.format, "table or csv")->capture_default_str()->check(CLI::IsMember({"table", "csv"}));
   app.add_option("--plot", o.plot_file, "also draw bandwidth vs size into this PNG (python3-matplotlib)");
+  app.add_option("--csv", o.csv_file, "also write the CSV to this file");
   app.add_flag("--quick", quick, "tiny sweep for smoke tests (explicit options still win)");
   app.add_flag("--quiet", quiet, "no progress lines on stderr");
   app.add_option("--seed", o.seed, "pattern and permutation seed")->capture_default_str();
@@ -193,6 +197,7 @@ int main(int argc, char** argv) {
   if (!parse_size(scatter_bytes, &o.scatter_bytes) || o.scatter_bytes == 0) return fail_usage("--scatter-bytes");
   if (!parse_size(submit_bytes, &o.submit_bytes) || o.submit_bytes == 0) return fail_usage("--submit-bytes");
   if (!parse_size(max_region, &o.max_region_bytes) || o.max_region_bytes < 4096) return fail_usage("--max-region");
+  if (!parse_size(inflight_bytes, &o.max_inflight_bytes) || o.max_inflight_bytes == 0) return fail_usage("--max-inflight");
   if (!(o.duration_s > 0) && o.iterations == 0) return fail_usage("--duration (or give --iterations)");
   o.domains = domains;
   o.progress = !quiet;
@@ -228,6 +233,11 @@ int main(int argc, char** argv) {
     for (const std::string& line : targets) std::cout << "  " << line << "\n";
   }
   std::cout.flush();
+  if (!o.csv_file.empty()) {
+    std::ofstream csv(o.csv_file);
+    print_csv(csv, rows);
+    if (!csv) std::fprintf(stderr, "fabric-bench: cannot write %s\n", o.csv_file.c_str());
+  }
   if (!o.plot_file.empty() && status.ok()) {
     Status plotted = plot_bandwidth(rows, o.plot_file);
     if (!plotted.ok()) std::fprintf(stderr, "fabric-bench: %s\n", plotted.to_string().c_str());

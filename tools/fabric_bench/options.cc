@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 
@@ -47,6 +48,11 @@ std::vector<uint64_t> power_of_two_range(uint64_t min, uint64_t max, unsigned st
   std::vector<uint64_t> out;
   for (uint64_t v = min; v <= max && v != 0; v <<= step_shift) out.push_back(v);
   return out;
+}
+
+size_t window_for(const BenchOptions& options, uint64_t request_bytes) {
+  const uint64_t by_bytes = request_bytes ? options.max_inflight_bytes / request_bytes : options.window;
+  return static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(options.window, by_bytes)));
 }
 
 size_t points_of(Mode mode, const BenchOptions& options) {

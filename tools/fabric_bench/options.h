@@ -22,6 +22,8 @@ struct BenchOptions {
   uint64_t iterations = 0;              // requests per timed run (0 = use duration_s)
   size_t repeats = 1;                   // alternating engine/raw runs; the best of each counts
   size_t window = 16;                   // requests in flight (single, paged)
+  // ...but no more bytes in flight than this, so a slow provider drains a 64 MiB window quickly.
+  uint64_t max_inflight_bytes = 64ull << 20;
 
   std::vector<uint64_t> sizes;          // single-write sizes
   std::vector<uint64_t> page_sizes;     // paged-write page sizes
@@ -36,8 +38,13 @@ struct BenchOptions {
 
   std::string format = "table";         // "table" or "csv"
   std::string plot_file;                // PNG of bandwidth vs size (empty = none)
+  std::string csv_file;                 // also write the CSV here (empty = none)
   bool progress = true;                 // progress lines on stderr
 };
+
+// Requests in flight for requests of `request_bytes`: the window, capped by max_inflight_bytes
+// (at least 1).
+size_t window_for(const BenchOptions& options, uint64_t request_bytes);
 
 // Parses "4KiB", "64K", "1MiB", "2M", "1G", "512" (bytes). Returns false on junk.
 bool parse_size(const std::string& text, uint64_t* out);

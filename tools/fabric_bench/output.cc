@@ -1,5 +1,6 @@
 #include "fabric_bench/output.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,13 +41,20 @@ const Row* find_row(const std::vector<Row>& rows, const std::string& mode, size_
   return nullptr;
 }
 
-// Runs argv (no shell); returns the exit status, or -1.
-int run_program(const std::vector<std::string>& args) {
+// Runs argv (no shell); returns the exit status, or -1. `quiet` sends its output to /dev/null.
+int run_program(const std::vector<std::string>& args, bool quiet = false) {
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
+    if (quiet) {
+      const int null_fd = open("/dev/null", O_WRONLY);
+      if (null_fd >= 0) {
+        dup2(null_fd, 1);
+        dup2(null_fd, 2);
+      }
+    }
     std::vector<char*> argv;
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -198,8 +206,23 @@ Status plot_bandwidth(const std::vector<Row>& rows, const std::string& png_path)
     std::ofstream csv(tmpl);
     print_csv(csv, rows);
   }
-  // Debian's python3-matplotlib lives with the system interpreter.
-  const std::string python = file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  // The first interpreter that has matplotlib: $FABRIC_BENCH_PYTHON, python3 on the PATH (a
+  // virtualenv may carry it), then Debian's /usr/bin/python3 (python3-matplotlib).
+  std::string python;
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("FABRIC_BENCH_PYTHON"); env && *env) candidates.push_back(env);
+  candidates.push_back("python3");
+  candidates.push_back("/usr/bin/python3");
+  for (const std::string& c : candidates) {
+    if (run_program({c, "-c", "import matplotlib"}, /*quiet=*/true) == 0) {
+      python = c;
+      break;
+    }
+  }
+  if (python.empty()) {
+    std::remove(tmpl);
+    return Status(ErrorCode::kUnsupported, "no python3 with matplotlib found (install python3-matplotlib)");
+  }
   const int rc = run_program({python, script, tmpl, png_path});
   std::remove(tmpl);
   if (rc != 0) {

@@ -100,10 +100,15 @@ struct RawFabric::Endpoint {
     InfoPtr list = getinfo(provider, true);
     if (!list) list = getinfo(provider, false);
     if (!list) return Status(ErrorCode::kUnsupported, "raw baseline: provider '" + provider + "' offers no RDM+RMA endpoint");
-    for (fi_info* i = list.get(); i; i = i->next) {
-      if (matches(i, interface_name)) {
-        info.reset(fi_dupinfo(i));
-        break;
+    // With no name, take what the engine takes by default: the first domain that is not
+    // loopback, else loopback.
+    for (int pass = 0; pass < 2 && !info; ++pass) {
+      for (fi_info* i = list.get(); i; i = i->next) {
+        const bool loopback = i->domain_attr->name && std::string(i->domain_attr->name) == "lo";
+        if (matches(i, interface_name) && (pass == 1 || !interface_name.empty() || !loopback)) {
+          info.reset(fi_dupinfo(i));
+          break;
+        }
       }
     }
     if (!info) return not_found("raw baseline: provider '" + provider + "' has no domain named '" + interface_name + "'");
