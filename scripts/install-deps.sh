@@ -10,6 +10,10 @@ packages=(
   libcli11-dev                         # command-line parsing for the tools
   libconcurrentqueue-dev               # lock-free MPSC queues (submit path, callback thread)
   libgtest-dev libgmock-dev            # tests
+  # The Python package: build it (headers, pybind11), `pip install .` into a venv with
+  # Debian's build tools (--no-build-isolation; PEP 668 forbids the system site), and its tests.
+  python3-dev pybind11-dev python3-setuptools python3-wheel python3-pip python3-venv
+  python3-numpy python3-pytest
 )
 
 missing=()

@@ -1,0 +1,48 @@
+// Python callables as engine callbacks. Every wrapper takes the GIL, calls the Python function,
+// and logs (never propagates) an exception it raises, so a faulty callback cannot kill the engine.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "fabric_lib/completion.h"
+#include "fabric_lib/imm_counter.h"
+#include "fabric_lib/transfer_engine.h"
+#include "gil.h"
+
+namespace fabric_lib::python {
+
+namespace py = pybind11;
+
+// With the GIL held: raises TypeError unless `fn` is None or callable.
+PyRefPtr callable_arg(const py::object& fn, const char* name);
+
+// A Completion that calls on_done() on success or on_error(FabricError) on failure. `keep` is held
+// until the completion has run (e.g. the registration keep-alive of a write's source buffer), so
+// the memory outlives the transfer. Any of the three may hold None.
+// With `timeout` (seconds), an operation unfinished by then ends with DeadlineExceededError.
+Completion completion_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep = nullptr,
+                         std::optional<double> timeout = std::nullopt);
+
+// Seconds -> a duration; ValueError unless > 0 and finite.
+std::chrono::nanoseconds seconds_arg(double seconds, const char* name);
+
+// Receive callbacks for post_recvs: on_recv(bytes) per message, on_error(FabricError).
+RecvCallback recv_callback_of(PyRefPtr on_recv);
+RecvErrorCallback recv_error_callback_of(PyRefPtr on_error);
+
+// An imm observer calling cb(imm).
+ImmCounter::Observer observer_of(PyRefPtr cb);
+
+// With the GIL held and a Python exception set or given: logs it with its traceback through the
+// `fabric_lib` logger (Python's logging; stderr when unconfigured) and counts it.
+void report_callback_error(const std::string& where, py::error_already_set& e);
+
+// How many exceptions user callbacks have raised in this process.
+uint64_t callback_error_count();
+
+}  // namespace fabric_lib::python

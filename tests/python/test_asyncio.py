@@ -1,0 +1,102 @@
+"""The awaitable forms complete through the same callbacks (loop.call_soon_threadsafe)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+import arrays
+import fabric_lib as fl
+from peer import engine_options
+
+
+def test_async_transfers(engine, peer, imms):
+    n = 300_000
+    src = arrays.filled(n, 21)
+    handle, _ = engine.register_tensor(src)
+    dst = peer.call("alloc", "async_dst", n)
+    pages_dst = peer.call("alloc", "async_pages", 8 * 1024)
+    w, p, s, b, i = imms(), imms(), imms(), imms(), imms()
+
+    async def main():
+        await engine.write_async(handle, 0, n, w, dst, 0)
+        await engine.paged_writes_async(1024, handle, [3, 1], 1024, 0, pages_dst, [0, 7], 1024, 0, p)
+        await asyncio.gather(
+            engine.scatter_async(handle, [fl.ScatterTarget(100, dst_mr=dst)], s),
+            engine.barrier_async(b, [dst, pages_dst]),
+            engine.imm_async(i, dst),
+            engine.send_async(peer.address, b"async hello"),
+        )
+        with pytest.raises(fl.OutOfRangeError):  # synchronous failures raise from the await too
+            await engine.write_async(handle, 0, n + 1, None, dst, 0)
+
+    peer.call("post_recvs", 1, 64)
+    asyncio.run(main())
+    assert peer.call("wait_imms", w, fl.imm_count_of_write(n, engine.nets_per_gpu), 10.0)[0]
+    assert peer.call("wait_imms", p, 2, 10.0)[0]
+    assert peer.call("wait_imms", s, 1, 10.0)[0]
+    assert peer.call("wait_imms", b, 2, 10.0) == (True, 0)
+    assert peer.call("wait_imms", i, 1, 10.0)[0]
+    assert peer.call("take_messages", 1, 10.0) == [b"async hello"]
+    expect = np.zeros(8 * 1024, dtype=np.uint8)
+    pattern = arrays.pattern(n, 21)
+    expect[0:1024] = pattern[3 * 1024 : 4 * 1024]
+    expect[7 * 1024 : 8 * 1024] = pattern[1024:2048]
+    assert peer.call("read", "async_pages") == expect.tobytes()
+    engine.unregister_memory(handle)
+
+
+def test_wait_imm_count_and_timeout(engine, peer, imms):
+    inbox = arrays.zeros(64)
+    _, desc = engine.register_tensor(inbox)
+    arrived, partial = imms(), imms()
+
+    async def main():
+        waiter = asyncio.ensure_future(engine.wait_imm_count(arrived, 3, timeout=20))
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, peer.call, "imms_to", desc, arrived, 4) == ["ok"] * 4
+        await waiter
+        assert await loop.run_in_executor(None, peer.call, "imms_to", desc, partial, 1) == ["ok"]
+        with pytest.raises(fl.DeadlineExceededError) as info:  # 1 of 2 arrived
+            await engine.wait_imm_count(partial, 2, timeout=0.3)
+        assert isinstance(info.value, TimeoutError) and info.value.code == "deadline_exceeded"
+
+    asyncio.run(main())
+    assert engine.imm_count(arrived) == 1  # 4 arrived, 3 consumed
+    assert engine.imm_count(partial) == 1  # the timed-out expectation ended; its count stays
+    assert engine.remove_imm_count(partial) == (1, 0)
+    assert engine.remove_imm_count(arrived) == (1, 0)
+
+
+def test_submit_timeout_and_cancelled_wait(engine, imm):
+    handle, desc = engine.register_tensor(arrays.zeros(64))
+    with pytest.raises(ValueError, match="timeout"):
+        engine.submit_imm(imm, desc, timeout=0)
+
+    async def main():
+        waiter = asyncio.ensure_future(engine.wait_imm_count(imm, 1))
+        await asyncio.sleep(0.05)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+
+    asyncio.run(main())
+    assert engine.remove_imm_count(imm) is None  # the cancelled wait removed its expectation
+
+
+def test_bouncing_recvs_async(peer, provider):
+    # A private engine: the shared one may hold receive buffers posted by other tests.
+    e = fl.TransferEngine(**engine_options(provider))
+    try:
+        async def main():
+            queue = e.bouncing_recvs_async(2, 128)
+            loop = asyncio.get_running_loop()
+            for text in (b"one", b"two", b"three"):
+                assert await loop.run_in_executor(None, peer.call, "send", e.main_address, text) == "ok"
+            return sorted([await asyncio.wait_for(queue.get(), 10) for _ in range(3)])
+
+        assert asyncio.run(main()) == [b"one", b"three", b"two"]
+    finally:
+        e.stop()
