@@ -7,6 +7,8 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include "callbacks.h"
 #include "errors.h"
 #include "tensor_memory.h"
@@ -21,14 +23,21 @@ std::atomic<uint64_t> g_next_serial{1};
 // threads that exit must wait for.
 std::mutex g_registry_mu;
 std::condition_variable g_registry_cv;
-std::vector<std::weak_ptr<TransferEngine>> g_engines;
+struct LiveEngine {
+  std::weak_ptr<TransferEngine> engine;
+  int pid = 0;  // the creating process
+};
+std::vector<LiveEngine> g_engines;
 size_t g_pending_teardowns = 0;
 
 void register_engine(const std::shared_ptr<TransferEngine>& e) {
   std::lock_guard lock(g_registry_mu);
-  std::erase_if(g_engines, [](const std::weak_ptr<TransferEngine>& w) { return w.expired(); });
-  g_engines.push_back(e);
+  std::erase_if(g_engines, [](const LiveEngine& l) { return l.engine.expired(); });
+  g_engines.push_back({e, static_cast<int>(getpid())});
 }
+
+// Keeps an engine inherited through fork() from ever being stopped or freed in this process.
+void leak_forked(std::shared_ptr<TransferEngine> e) { new std::shared_ptr<TransferEngine>(std::move(e)); }
 
 template <typename F>
 auto without_gil(F&& f) {
@@ -103,7 +112,7 @@ struct PyEngine::ExpectTable {
 };
 
 PyEngine::PyEngine(const EngineConfig& c)
-    : serial_(g_next_serial.fetch_add(1)), expectations_(std::make_shared<ExpectTable>()) {
+    : serial_(g_next_serial.fetch_add(1)), pid_(static_cast<int>(getpid())), expectations_(std::make_shared<ExpectTable>()) {
   TransferEngineBuilder b;
   b.provider(c.provider).domains_per_group(c.domains_per_group).groups(c.groups);
   if (!c.interfaces.empty()) b.interfaces(c.interfaces);
@@ -143,6 +152,10 @@ PyEngine::~PyEngine() {
     e = std::move(engine_);
   }
   if (!e) return;  // stopped already; the registrations' keep-alives go with the map
+  if (!owned_by_this_process()) {
+    leak_forked(std::move(e));
+    return;
+  }
   if (is_callback_thread()) {
     // The last reference went away inside an engine callback: stopping here could wait for this
     // very thread, so a helper thread stops and frees the engine. The registered buffers stay
@@ -168,7 +181,13 @@ PyEngine::~PyEngine() {
   e.reset();
 }
 
+bool PyEngine::owned_by_this_process() const { return static_cast<int>(getpid()) == pid_; }
+
 std::shared_ptr<TransferEngine> PyEngine::engine() const {
+  if (!owned_by_this_process()) {
+    throw StatusError(Status(ErrorCode::kFailedPrecondition,
+                             "this engine was created by another process (inherited through fork); build a new one"));
+  }
   std::lock_guard lock(mu_);
   if (!engine_) throw StatusError(Status(ErrorCode::kStopped, "engine stopped"));
   return engine_;
@@ -459,6 +478,11 @@ py::dict PyEngine::stats() {
 // --- lifecycle ---------------------------------------------------------------------------------
 
 void PyEngine::stop() {
+  if (!owned_by_this_process()) {
+    std::lock_guard lock(mu_);
+    if (engine_) leak_forked(std::move(engine_));
+    return;
+  }
   std::shared_ptr<TransferEngine> e;
   {
     std::lock_guard lock(mu_);
@@ -482,8 +506,9 @@ void PyEngine::stop_all_at_exit() {
   std::vector<std::shared_ptr<TransferEngine>> alive;
   {
     std::lock_guard lock(g_registry_mu);
-    for (auto& w : g_engines) {
-      if (auto e = w.lock()) alive.push_back(std::move(e));
+    for (auto& l : g_engines) {
+      if (l.pid != static_cast<int>(getpid())) continue;  // inherited through fork(): not ours to stop
+      if (auto e = l.engine.lock()) alive.push_back(std::move(e));
     }
     g_engines.clear();
   }

@@ -110,7 +110,12 @@ class PyEngine {
   std::shared_ptr<Registration> registration_of(const PyMrHandle& h) const;
   py::tuple register_impl(uintptr_t ptr, uint64_t length, MemoryKind kind, Access access, size_t group, PyRefPtr keepalive);
 
+  // Whether this process created the engine: after fork() the child has its objects but none of
+  // its threads, so it must neither stop nor free it (that would join threads that do not exist).
+  bool owned_by_this_process() const;
+
   const uint64_t serial_;
+  const int pid_;
   mutable std::mutex mu_;
   std::shared_ptr<TransferEngine> engine_;  // null after stop()
   // Touched only with the GIL held.

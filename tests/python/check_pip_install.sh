@@ -5,6 +5,8 @@
 # `pip install --target` where venv is unavailable), then imports fabric_lib from outside the
 # tree and moves bytes with it.
 # Usage: check_pip_install.sh SOURCE_DIR [PYTHON]
+# FABRIC_LIB_PIP_MODE=target skips the venv (e.g. for a python that is itself a venv, whose
+# packages a venv made from it would not see); FABRIC_LIB_CMAKE_ARGS reaches setup.py's CMake.
 set -euo pipefail
 src=$(cd "$1" && pwd)
 python=${2:-/usr/bin/python3}
@@ -16,7 +18,7 @@ tar -C "$src" --exclude='./build*' --exclude=./.git --exclude=./.deb --exclude=.
     --exclude='__pycache__' -cf - . | tar -C "$work/src" -xf -
 
 export FABRIC_LIB_BUILD_JOBS=${FABRIC_LIB_BUILD_JOBS:-$(nproc)}
-if "$python" -m venv --system-site-packages "$work/venv" >/dev/null 2>&1; then
+if [ "${FABRIC_LIB_PIP_MODE:-venv}" = venv ] && "$python" -m venv --system-site-packages "$work/venv" >/dev/null 2>&1; then
   py="$work/venv/bin/python"
   "$py" -m pip install --no-build-isolation --no-deps --disable-pip-version-check -q "$work/src"
   where="venv"

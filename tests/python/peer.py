@@ -6,7 +6,9 @@ pipe, so every test also checks that these survive a trip between processes."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
+import tempfile
 import threading
 import time
 import traceback
@@ -125,6 +127,8 @@ class _Agent:
 
 def serve(conn, provider: str) -> None:
     """Process entry point: runs commands ``(name, args)`` from `conn` until ``("exit", ())``."""
+    # libfabric's shm provider writes '<name>,vm.btr' crash reports into the working directory.
+    os.chdir(tempfile.mkdtemp(prefix="fabric-lib-peer-"))
     agent = _Agent(provider)
     conn.send(("ok", agent.engine.main_address))
     while True:

@@ -89,3 +89,36 @@ def test_stop_from_another_thread_while_awaiting(imm):
 
     asyncio.run(main())
     assert e.stopped
+
+
+def test_forked_child_neither_uses_nor_stops_the_parents_engine():
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import os, sys, threading
+        import fabric_lib as fl
+        e = fl.TransferEngine(provider="tcp", interfaces=["lo"])
+        buf = bytearray(64)
+        _, desc = e.register_tensor(buf)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                e.submit_imm(1, desc)
+                print("child: submit worked?!")
+            except fl.FailedPreconditionError as err:
+                print("child:", err.code)
+            e.stop()          # a no-op here: the engine's threads live in the parent
+            sys.exit(0)       # atexit must not try to stop it either
+        _, status = os.waitpid(pid, 0)
+        done = threading.Event()
+        e.set_imm_count_expected(2, 1, done.set)
+        e.submit_imm(2, desc)
+        print("parent:", os.waitstatus_to_exitcode(status), done.wait(10))
+        e.stop()
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["child: failed_precondition", "parent: 0 True"], r.stdout

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Shared by the scripts run on the GPU machine (Ubuntu 24.04, no libfabric, no network): unpacks
+# the Debian 12 packages carried in .deb/ into a private prefix and points the build and the
+# runtime at it. Source it, then call:
+#
+#   fabric_lib_unpack_debs ROOT PREFIX   # ROOT/.deb/*.deb -> PREFIX; exports FABRIC_LIB_DEPS_USR,
+#                                        # FABRIC_LIB_DEPS_LIB, FABRIC_LIB_PKG_CONFIG, LD_LIBRARY_PATH,
+#                                        # LIBRARY_PATH, PKG_CONFIG_PATH (and FI_PROVIDER_PATH when the
+#                                        # packages carry provider plugins)
+#   fabric_lib_cmake_dep_args            # prints CMake arguments that build against that prefix
+#
+# Fill .deb/ on a Debian 12 machine (the list serves device-bench.sh and device-python.sh):
+#   mkdir -p .deb && cd .deb && apt-get download libfabric1 libfabric-dev libibverbs1 librdmacm1 \
+#     ibverbs-providers libpsm2-2 libpsm-infinipath1 libnl-3-200 libnl-route-3-200 libnuma1 \
+#     libatomic1 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libcli11-dev libconcurrentqueue-dev \
+#     pkgconf pkgconf-bin libpkgconf3
+# (Same steps as device-bench.sh's own unpacking, factored out so both scripts can share them.)
+
+fabric_lib_unpack_debs() {
+  local root=$1 prefix=$2 deb
+  local debs=("$root"/.deb/*.deb)
+  if [ ! -e "${debs[0]}" ]; then
+    echo "no .deb/*.deb in $root (carry \".deb\"; see scripts/device-common.sh)" >&2
+    return 2
+  fi
+  rm -rf "$prefix" && mkdir -p "$prefix"
+  for deb in "${debs[@]}"; do
+    case $(basename "$deb") in
+      # Keep the system's own libatomic when it has one (it is newer than Debian 12's).
+      libatomic1_*) ldconfig -p 2>/dev/null | grep -q 'libatomic.so.1 ' && continue ;;
+    esac
+    dpkg-deb -x "$deb" "$prefix"
+  done
+  local usr=$prefix/usr
+  local lib=$usr/lib/x86_64-linux-gnu
+  # The .pc files say prefix=/usr: point them at the unpacked tree.
+  local pc
+  for pc in "$lib"/pkgconfig/*.pc "$usr"/share/pkgconfig/*.pc; do
+    [ -e "$pc" ] && sed -i "s|^prefix=/usr\$|prefix=$usr|" "$pc"
+  done
+  # libpsm-infinipath1 ships its library in /usr/lib/libpsm1 (linked by update-alternatives at
+  # install time, which dpkg -x does not run): put that directory on the search path instead.
+  export LD_LIBRARY_PATH=$lib:$usr/lib/libpsm1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LIBRARY_PATH=$lib:$usr/lib/libpsm1${LIBRARY_PATH:+:$LIBRARY_PATH}
+  export PKG_CONFIG_PATH=$lib/pkgconfig:$usr/share/pkgconfig
+  # libfabric looks for provider plugins in its compiled-in /usr path otherwise.
+  if [ -d "$lib/libfabric" ]; then export FI_PROVIDER_PATH=$lib/libfabric; fi
+  local pkg_config
+  pkg_config=$(command -v pkg-config || true)
+  if [ -z "$pkg_config" ] || ! "$pkg_config" --version >/dev/null 2>&1; then pkg_config=$usr/bin/pkgconf; fi
+  export FABRIC_LIB_DEPS_USR=$usr FABRIC_LIB_DEPS_LIB=$lib FABRIC_LIB_PKG_CONFIG=$pkg_config
+  echo "unpacked ${#debs[@]} packages into $prefix (pkg-config: $pkg_config)"
+}
+
+fabric_lib_cmake_dep_args() {
+  local usr=$FABRIC_LIB_DEPS_USR lib=$FABRIC_LIB_DEPS_LIB
+  printf '%s\n' "-DCMAKE_PREFIX_PATH=$usr" "-DPKG_CONFIG_EXECUTABLE=$FABRIC_LIB_PKG_CONFIG" \
+    "-DCMAKE_CXX_FLAGS=-isystem $usr/include" \
+    "-DCMAKE_EXE_LINKER_FLAGS=-L$lib -Wl,-rpath-link,$lib:$usr/lib/libpsm1" \
+    "-DCMAKE_SHARED_LINKER_FLAGS=-L$lib -Wl,-rpath-link,$lib:$usr/lib/libpsm1" \
+    "-DCMAKE_MODULE_LINKER_FLAGS=-L$lib -Wl,-rpath-link,$lib:$usr/lib/libpsm1"
+}
