@@ -76,6 +76,7 @@ Status GroupWorker::open_domains() {
     const transport::DomainInfo& info = state.domain->info();
     state.max_inflight = info.max_inflight;
     if (config_.max_inflight_per_domain > 0) state.max_inflight = std::min(state.max_inflight, config_.max_inflight_per_domain);
+    state.max_inflight_per_path = std::max<size_t>(1, state.max_inflight / 2);
     addresses_.push_back(state.domain->address());
     infos_.push_back(info);
     raw_domains_.push_back(state.domain.get());
@@ -176,6 +177,7 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
   const size_t e = *routed;
   DomainState& ds = domains_[e];
   if (e != d && ds.inflight >= ds.max_inflight) return transport::PostResult::kAgain;
+  if (peer.paths[e].inflight >= ds.max_inflight_per_path) return transport::PostResult::kAgain;
   Result<transport::PeerHandle> handle = peers_.handle(peer, e, *ds.domain);
   if (!handle.ok()) {
     *error = Status(ErrorCode::kPeerUnreachable, handle.status().message());
@@ -205,11 +207,15 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
     wr.context = reinterpret_cast<uint64_t>(record);
     result = ds.domain->post_write(wr, error);
   }
+  Path& path = peer.paths[e];
   if (result != transport::PostResult::kPosted) {
     records_.release(record);
+    // A path that only ever answers EAGAIN (e.g. a connection that cannot be established) is
+    // as stalled as one whose WRs never complete: the stall sweep watches both.
+    if (result == transport::PostResult::kAgain && path.blocked_since_ns == 0) path.blocked_since_ns = monotonic_ns();
     return result;
   }
-  Path& path = peer.paths[e];
+  path.blocked_since_ns = 0;
   if (path.inflight++ == 0) path.last_progress_ns = monotonic_ns();
   path.wrs.push(record);
   ++ds.inflight;
@@ -278,6 +284,7 @@ bool GroupWorker::poll_domain(size_t d) {
 
 void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
   if (record->abandoned) {  // its path failed earlier; the request no longer waits for it
+    --domains_[record->domain].inflight;
     records_.release(record);
     return;
   }

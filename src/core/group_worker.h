@@ -96,8 +96,11 @@ class GroupWorker {
   struct DomainState {
     std::unique_ptr<transport::Domain> domain;
     std::deque<Stream> streams;
-    size_t inflight = 0;
+    size_t inflight = 0;       // WRs the provider holds, abandoned ones included
     size_t max_inflight = 0;
+    // One peer may hold at most this many: a dead peer whose WRs never complete (shm keeps
+    // them forever) must not take the whole endpoint with it.
+    size_t max_inflight_per_path = 0;
   };
   struct DeadlineEntry {
     int64_t deadline_ns;

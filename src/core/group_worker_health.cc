@@ -48,9 +48,14 @@ bool GroupWorker::sweep_stalls(int64_t now) {
   peers_.for_each([&](PeerEntry& peer) {
     for (size_t d = 0; d < peer.paths.size(); ++d) {
       const Path& path = peer.paths[d];
-      if (path.up && path.inflight > 0 && now - path.last_progress_ns > stall) {
+      if (!path.up) continue;
+      if (path.inflight > 0 && now - path.last_progress_ns > stall) {
         path_failed(peer, d, Status(ErrorCode::kPeerUnreachable,
                                     "no completion on domain " + std::to_string(d) + " for " + ms_text(now - path.last_progress_ns)));
+        any = true;
+      } else if (path.blocked_since_ns != 0 && now - path.blocked_since_ns > stall) {
+        path_failed(peer, d, Status(ErrorCode::kPeerUnreachable, "the provider refused WRs on domain " + std::to_string(d) +
+                                                                     " for " + ms_text(now - path.blocked_since_ns)));
         any = true;
       }
     }
@@ -76,8 +81,7 @@ void GroupWorker::path_failed(PeerEntry& peer, size_t d, const Status& why) {
     path.wrs.erase(rec);
     rec->abandoned = true;  // released when (if ever) the provider reports it
     Request* r = rec->request;
-    --domains_[d].inflight;
-    --r->inflight;
+    --r->inflight;  // the domain keeps counting it until the provider gives it back
     if (r->kind == RequestKind::kSend && r->send_slot >= 0) {
       send_slots_.release(r->send_slot);
       r->send_slot = -1;
@@ -87,6 +91,7 @@ void GroupWorker::path_failed(PeerEntry& peer, size_t d, const Status& why) {
     rec = next;
   }
   path.inflight = 0;
+  path.blocked_since_ns = 0;
   std::sort(affected.begin(), affected.end());
   affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
   for (Request* r : affected) maybe_finish(r);
@@ -170,7 +175,9 @@ int64_t GroupWorker::next_timer_ns(int64_t now) const {
   if (!deadlines_.empty()) next = std::min(next, deadlines_.top().deadline_ns);
   bool inflight = false;
   for (const DomainState& ds : domains_) inflight |= ds.inflight > 0;
-  if (inflight && config_.stall_timeout_ns > 0) next = std::min(next, next_sweep_ns_);
+  bool pending = inflight;
+  for (const DomainState& ds : domains_) pending |= !ds.streams.empty();
+  if (pending && config_.stall_timeout_ns > 0) next = std::min(next, next_sweep_ns_);
   return std::max(next, now);
 }
 

@@ -81,6 +81,7 @@ struct Path {
   bool up = true;
   uint32_t inflight = 0;
   int64_t last_progress_ns = 0;  // last completion (or start of activity) on this path
+  int64_t blocked_since_ns = 0;  // the provider has refused WRs (EAGAIN) on it since then
   WrList wrs;
   // Liveness probe.
   uint64_t probe_seq = 0;        // the ping awaiting its pong (0: none)

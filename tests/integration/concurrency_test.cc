@@ -15,6 +15,8 @@ TEST_P(ConcurrencyTest, ThousandsInFlightCompleteExactlyOnce) {
   constexpr size_t kThreads = 4, kPerThread = 1250, kChunk = 256, kChained = 200;
   constexpr size_t kTotal = kThreads * kPerThread;
   const size_t region = (kTotal + kChained) * kChunk;
+  std::vector<std::atomic<int>> calls(kTotal + kChained);  // before the engine: callbacks use them
+  std::atomic<size_t> errors{0}, finished{0}, chained{0};
   AgentProcess agent(GetParam(), region);
   ASSERT_TRUE(agent.started());
   auto engine = make_engine();
@@ -23,8 +25,6 @@ TEST_P(ConcurrencyTest, ThousandsInFlightCompleteExactlyOnce) {
   Shadow shadow(region);
   shadow.write(src, 0, 0, region);
 
-  std::vector<std::atomic<int>> calls(kTotal + kChained);
-  std::atomic<size_t> errors{0}, finished{0}, chained{0};
   auto submit = [&](size_t i, auto& self) -> void {
     WriteRequest w{src.reg.handle, i * kChunk, agent.desc(), i * kChunk, kChunk, 61};
     auto id = engine->submit_write(w, Completion::callback([&, i](const Status& s) {
@@ -66,13 +66,13 @@ TEST_P(ConcurrencyTest, ThousandsInFlightCompleteExactlyOnce) {
 TEST_P(ConcurrencyTest, StopWithWorkInFlightCancelsEachOnce) {
   constexpr size_t kRequests = 4000, kChunk = 64 * 1024;
   const size_t region = 4 << 20;
+  std::vector<std::atomic<int>> calls(kRequests);  // before the engine: callbacks use them
+  std::atomic<size_t> ok{0}, cancelled{0}, other{0};
   AgentProcess agent(GetParam(), region);
   ASSERT_TRUE(agent.started());
   auto engine = make_engine();
   ASSERT_TRUE(engine);
   SourceBuffer src(*engine, region, 52);
-  std::vector<std::atomic<int>> calls(kRequests);
-  std::atomic<size_t> ok{0}, cancelled{0}, other{0};
   for (size_t i = 0; i < kRequests; ++i) {
     const uint64_t off = (i * kChunk) % region;
     auto id = engine->submit_write({src.reg.handle, off, agent.desc(), off, kChunk, 62},

@@ -54,6 +54,10 @@ struct Agent {
   std::vector<std::string> message_hashes;  // arrival order
   std::atomic<size_t> messages{0};
   std::map<uint32_t, std::unique_ptr<CompletionCounter>> expectations;
+  // write_burst bookkeeping: calls per request, outcomes by error code name.
+  MrRegistration source;
+  std::vector<std::atomic<int>> burst_calls;
+  std::map<std::string, size_t> burst_outcomes;
 
   std::string handle(const std::vector<std::string>& w);
 };
@@ -113,6 +117,43 @@ std::string Agent::handle(const std::vector<std::string>& w) {
     }
     if (!c.wait_for(count, std::chrono::seconds(60))) return "timeout";
     return c.errors == 0 ? "ok" : "errors " + std::to_string(c.errors.load());
+  }
+  if (cmd == "write_burst" && w.size() == 5) {  // write_burst <desc_hex> <count> <chunk> <imm>
+    auto desc = MrDesc::from_hex(w[1]);
+    if (!desc.ok()) return "error " + desc.status().to_string();
+    const uint64_t count = num(w[2]), chunk = num(w[3]);
+    if (chunk == 0 || chunk > region.size() || chunk > desc->length()) return "error chunk";
+    if (!source.handle.valid()) {
+      auto reg = engine->register_memory(region.data(), region.size(), Access::kLocalOnly);
+      if (!reg.ok()) return "error " + reg.status().to_string();
+      source = *reg;
+    }
+    burst_calls = std::vector<std::atomic<int>>(count);
+    burst_outcomes.clear();
+    const uint64_t slots = std::min(region.size(), desc->length()) / chunk;
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t off = (i % slots) * chunk;
+      auto id = engine->submit_write({source.handle, off, *desc, off, chunk, static_cast<uint32_t>(num(w[4]))},
+                                     Completion::callback([this, i](const Status& st) {
+                                       burst_calls[i].fetch_add(1);
+                                       std::lock_guard lock(mu);
+                                       burst_outcomes[std::string(error_code_name(st.code()))]++;
+                                     }));
+      if (!id.ok()) return "error " + id.status().to_string();
+    }
+    return "ok";
+  }
+  if (cmd == "burst_status") {  // "<finished> <exactly_once 0|1> code=n ..."
+    size_t finished = 0;
+    bool once = true;
+    for (auto& c : burst_calls) {
+      finished += c.load() > 0;
+      once = once && c.load() <= 1;
+    }
+    std::lock_guard lock(mu);
+    std::string out = std::to_string(finished) + " " + (once ? "1" : "0");
+    for (const auto& [code, n] : burst_outcomes) out += " " + code + "=" + std::to_string(n);
+    return out;
   }
   if (cmd == "stop") {
     Status s = engine->stop();

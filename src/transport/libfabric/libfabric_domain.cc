@@ -5,6 +5,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -106,6 +107,9 @@ Status LibfabricDomain::open_resources(const LibfabricDomainOptions& options) {
   info_.max_inflight = fi_->tx_attr->size > 0 ? fi_->tx_attr->size : 256;
   info_.max_msg_bytes = fi_->ep_attr->max_msg_size;
   info_.delivery_complete = (fi_->tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
+  for (const char* p : {"tcp", "sockets", "udp", "net"}) {
+    if (info_.provider.rfind(p, 0) == 0) socket_provider_ = true;
+  }
 
   scratch_ = std::make_unique<uint8_t[]>(kScratchBytes);
   Result<DomainMr> scratch = register_memory(scratch_.get(), kScratchBytes, Access::kLocalOnly, MemoryKind::kHost);
@@ -251,6 +255,21 @@ PostResult LibfabricDomain::post_recv(const RecvWr& wr, Status* error) {
   return classify(static_cast<int>(ret), ctx, "fi_recv", error);
 }
 
+bool LibfabricDomain::is_connection_error(int err, int prov_errno) const {
+  auto connection = [](int e) {
+    switch (e) {
+      case ECONNREFUSED: case ECONNRESET: case ECONNABORTED: case ETIMEDOUT: case EHOSTUNREACH:
+      case ENETUNREACH: case ENETDOWN: case ENOTCONN: case EPIPE: case EHOSTDOWN: case ESHUTDOWN:
+        return true;
+      default:
+        return false;
+    }
+  };
+  // Socket-based providers report the socket's errno as the provider errno (e.g. tcp cancels the
+  // WRs of a broken connection with FI_ECANCELED / ENOTCONN).
+  return connection(err) || (socket_provider_ && connection(prov_errno));
+}
+
 void LibfabricDomain::read_error(std::vector<Event>& out) {
   fi_cq_err_entry err{};
   ssize_t ret = fi_cq_readerr(cq_, &err, 0);
@@ -258,13 +277,18 @@ void LibfabricDomain::read_error(std::vector<Event>& out) {
   char buf[256] = {0};
   const char* detail = fi_cq_strerror(cq_, err.prov_errno, err.err_data, buf, sizeof(buf));
   Event ev;
-  ev.status = Status(ErrorCode::kProviderError,
+  // Connection-level errors condemn the path to that peer; anything else (e.g. a remote access
+  // error for a bad key or range) fails only the operation.
+  ev.status = Status(is_connection_error(err.err, err.prov_errno) ? ErrorCode::kPeerUnreachable : ErrorCode::kProviderError,
                      std::string(fi_strerror(err.err)) + (detail && *detail ? std::string(": ") + detail : ""));
   if (err.op_context) {
     auto* ctx = static_cast<OpContext*>(err.op_context);
     ev.kind = ctx->kind;
     ev.context = ctx->user_context;
-    contexts_.release(ctx);
+    if (!contexts_.release(ctx)) {
+      FL_LOG_ERROR("provider {} reported an operation twice (error: {}); ignored", info_.provider, ev.status.message());
+      return;
+    }
   } else {
     ev.kind = EventKind::kRemoteError;
   }
@@ -301,7 +325,10 @@ size_t LibfabricDomain::poll(std::vector<Event>& out, size_t max) {
         ev.kind = ctx->kind;
         ev.context = ctx->user_context;
         ev.length = e.len;
-        contexts_.release(ctx);
+        if (!contexts_.release(ctx)) {
+          FL_LOG_ERROR("provider {} reported an operation twice; ignored", info_.provider);
+          continue;
+        }
       } else {
         continue;  // an event we did not ask for (e.g. a remote write without data)
       }

@@ -50,6 +50,7 @@ class LibfabricDomain final : public Domain {
   Status open_resources(const LibfabricDomainOptions& options);
   PostResult classify(int ret, OpContext* ctx, const char* call, Status* error);
   void read_error(std::vector<Event>& out);
+  bool is_connection_error(int err, int prov_errno) const;
 
   FiInfoPtr fi_;
   fid_fabric* fabric_ = nullptr;
@@ -59,6 +60,7 @@ class LibfabricDomain final : public Domain {
   fid_ep* ep_ = nullptr;
   int wait_fd_ = -1;
   uint64_t mr_mode_ = 0;
+  bool socket_provider_ = false;
   DomainInfo info_;
   std::vector<uint8_t> address_;
   OpContextPool contexts_;

@@ -16,6 +16,7 @@ struct OpContext {
   fi_context2 fi_ctx;  // must stay first: libfabric hands back this address as op_context
   uint64_t user_context = 0;
   EventKind kind = EventKind::kWriteDone;
+  bool in_use = false;  // guards against a provider reporting one operation twice
 };
 
 class OpContextPool {
@@ -26,12 +27,17 @@ class OpContextPool {
     free_.pop_back();
     ctx->kind = kind;
     ctx->user_context = user_context;
+    ctx->in_use = true;
     ++in_use_;
     return ctx;
   }
-  void release(OpContext* ctx) {
+  // False when `ctx` was not in use: a duplicate completion, which the caller must ignore.
+  bool release(OpContext* ctx) {
+    if (!ctx->in_use) return false;
+    ctx->in_use = false;
     free_.push_back(ctx);
     --in_use_;
+    return true;
   }
   size_t in_use() const { return in_use_; }
 

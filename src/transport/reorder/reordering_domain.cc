@@ -41,6 +41,26 @@ void ReorderingDomain::flush_posts() {
   held_posts_.resize(kept);
 }
 
+void ReorderingDomain::remove_peer(PeerHandle peer) {
+  size_t kept = 0;
+  for (size_t i = 0; i < held_posts_.size(); ++i) {
+    auto& wr = held_posts_[i];
+    const bool is_write = std::holds_alternative<WriteWr>(wr);
+    const PeerHandle target = is_write ? std::get<WriteWr>(wr).peer : std::get<SendWr>(wr).peer;
+    if (target != peer) {
+      held_posts_[kept++] = wr;
+      continue;
+    }
+    Event ev;
+    ev.kind = is_write ? EventKind::kWriteDone : EventKind::kSendDone;
+    ev.context = is_write ? std::get<WriteWr>(wr).context : std::get<SendWr>(wr).context;
+    ev.status = Status(ErrorCode::kPeerUnreachable, "peer removed before the WR was posted");
+    held_events_.push_back({std::move(ev), 1});
+  }
+  held_posts_.resize(kept);
+  inner_->remove_peer(peer);
+}
+
 size_t ReorderingDomain::poll(std::vector<Event>& out, size_t max) {
   if (!held_posts_.empty()) flush_posts();
   const size_t before = out.size();

@@ -25,7 +25,9 @@ class ReorderingDomain final : public Domain {
   }
   void unregister_memory(uint64_t mr_id) override { inner_->unregister_memory(mr_id); }
   Result<PeerHandle> add_peer(std::span<const uint8_t> address) override { return inner_->add_peer(address); }
-  void remove_peer(PeerHandle peer) override { inner_->remove_peer(peer); }
+  // WRs still held for `peer` end with an error first: once the handle is removed it may be
+  // reused for another peer, and they must never reach that one.
+  void remove_peer(PeerHandle peer) override;
 
   PostResult post_write(const WriteWr& wr, Status* error) override;
   PostResult post_send(const SendWr& wr, Status* error) override;
