@@ -135,3 +135,30 @@ def test_exit_with_a_running_engine_cancels_pending_work():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["exiting", "pending:", "cancelled"]
+
+
+def test_concurrent_submits_from_threads_each_complete_once(engine, peer, imm):
+    n = 64 * 1024
+    src = arrays.filled(n, 8)
+    handle, _ = engine.register_tensor(src)
+    dst = peer.call("alloc", f"conc{imm}", n)
+    per_thread, threads = 250, 4
+    done = Completion(per_thread * threads)
+
+    def submitter(t: int) -> None:
+        for i in range(per_thread):
+            off = (t * per_thread + i) % 16 * 4096
+            engine.submit_write(handle, off, 4096, imm, dst, off, done.on_done, done.on_error)
+
+    workers = [threading.Thread(target=submitter, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    done.wait_ok(60)
+    reached, left = peer.call("wait_imms", imm, per_thread * threads, 30.0)
+    assert reached and left == 0
+    assert peer.call("read", f"conc{imm}") == arrays.pattern(n, 8).tobytes()
+    settle()
+    assert done.finished == per_thread * threads
+    engine.unregister_memory(handle)

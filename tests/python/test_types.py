@@ -122,3 +122,27 @@ def test_every_public_name_has_a_docstring():
                 if not (getattr(member, "__doc__", None) or "").strip():
                     missing.append(f"{name}.{attr}")
     assert not missing, f"no docstring: {missing}"
+
+
+def test_type_stubs_match_the_extension():
+    import ast
+
+    from fabric_lib import _fabric_lib
+
+    stub = os.path.join(os.path.dirname(fl.__file__), "_fabric_lib.pyi")
+    with open(stub) as f:
+        tree = ast.parse(f.read())
+    stubbed = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            stubbed.add(node.name)
+            cls = getattr(_fabric_lib, node.name, None)
+            assert cls is not None, f"stub class {node.name} missing from the extension"
+            for member in node.body:
+                if isinstance(member, ast.FunctionDef) and member.name not in ("__iter__",):
+                    assert hasattr(cls, member.name), f"{node.name}.{member.name} in the stub only"
+        elif isinstance(node, ast.FunctionDef):
+            stubbed.add(node.name)
+            assert hasattr(_fabric_lib, node.name), f"stub function {node.name} missing"
+    public = {n for n in dir(_fabric_lib) if not n.startswith("__") and not n.isupper()}
+    assert public - stubbed == set(), f"not in the stub: {sorted(public - stubbed)}"
