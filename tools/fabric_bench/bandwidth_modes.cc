@@ -92,23 +92,27 @@ Result<Throughput> time_raw(Initiator& init, const BandwidthWorkload& w) {
 }
 
 Status measure(Initiator& init, const BandwidthWorkload& w, std::vector<Row>& rows) {
-  FABRIC_LIB_RETURN_IF_ERROR(verify_engine(init, w));
-  FABRIC_LIB_RETURN_IF_ERROR(verify_raw(init, w));
+  const std::string& only = init.options().only;  // "engine" or "raw" when profiling one side
+  const bool engine = only != "raw", raw = only != "engine";
+  if (engine) FABRIC_LIB_RETURN_IF_ERROR(verify_engine(init, w));
+  if (raw) FABRIC_LIB_RETURN_IF_ERROR(verify_raw(init, w));
   Throughput best_engine, best_raw;
   for (size_t rep = 0; rep < std::max<size_t>(1, init.options().repeats); ++rep) {
-    Result<Throughput> e = time_engine(init, w);
-    if (!e.ok()) return e.status();
-    Result<Throughput> r = time_raw(init, w);
-    if (!r.ok()) return r.status();
-    if (e->gbps > best_engine.gbps) best_engine = *e;
-    if (r->gbps > best_raw.gbps) best_raw = *r;
+    if (engine) {
+      Result<Throughput> e = time_engine(init, w);
+      if (!e.ok()) return e.status();
+      if (e->gbps > best_engine.gbps) best_engine = *e;
+    }
+    if (raw) {
+      Result<Throughput> r = time_raw(init, w);
+      if (!r.ok()) return r.status();
+      if (r->gbps > best_raw.gbps) best_raw = *r;
+    }
   }
   Row row = init.row(w.mode, w.size);
-  row.engine_gbps = best_engine.gbps;
-  row.raw_gbps = best_raw.gbps;
-  if (best_raw.gbps > 0) row.ratio = best_engine.gbps / best_raw.gbps;
-  row.engine_mops = best_engine.mops;
-  row.raw_mops = best_raw.mops;
+  if (engine) row.engine_gbps = best_engine.gbps, row.engine_mops = best_engine.mops;
+  if (raw) row.raw_gbps = best_raw.gbps, row.raw_mops = best_raw.mops;
+  if (engine && raw && best_raw.gbps > 0) row.ratio = best_engine.gbps / best_raw.gbps;
   rows.push_back(row);
   char line[256];
   std::snprintf(line, sizeof(line), "%s %s, %zu domain(s), %s, window %zu: engine %.2f Gbps, raw %.2f Gbps (%.2fx)",

@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <thread>
 
@@ -52,10 +54,90 @@ Status Initiator::start() {
 
 uint32_t Initiator::next_imm() { return imm_seq_++ % 250 + 1; }
 
+namespace {
+// The event-driven application: each completion callback (on the engine's callback thread)
+// submits the next request, and the calling thread sleeps until the run is over. On a machine with
+// fewer cores than busy threads this leaves the CPU to the engine's worker and the target, where a
+// polling caller would compete with them; see --drive.
+Result<EngineRunResult> run_by_callbacks(const EngineSubmitFn& submit, uint32_t imm, size_t window,
+                                         uint64_t max_requests, std::chrono::duration<double> duration) {
+  using Clock = std::chrono::steady_clock;
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t next = 0, completed = 0, errors = 0, refused = 0;  // requests numbered, ended, failed, not accepted
+    bool admitting = true;
+    Status failure;
+    Clock::time_point deadline;
+    uint64_t max_requests = 0;
+    const EngineSubmitFn* submit = nullptr;
+    uint32_t imm = 0;
+  };
+  auto sh = std::make_shared<Shared>();
+  const auto start = Clock::now();
+  sh->deadline = duration.count() > 0 ? start + std::chrono::duration_cast<Clock::duration>(duration) : Clock::time_point::max();
+  sh->max_requests = max_requests;
+  sh->submit = &submit;
+  sh->imm = imm;
+  // Starts the next request; false when none was started (done, or a submit failed).
+  std::weak_ptr<Shared> weak = sh;
+  // Callbacks hold the launcher weakly: it lives as long as this function, and a callback that
+  // runs later (none should) finds it gone instead of running a destroyed function.
+  auto launch_fn = std::make_shared<std::function<bool()>>();
+  std::weak_ptr<std::function<bool()>> weak_launch = launch_fn;
+  *launch_fn = [weak, weak_launch]() -> bool {
+    auto s = weak.lock();
+    if (!s) return false;
+    uint64_t i;
+    {
+      std::lock_guard lock(s->mu);
+      if (!s->admitting || (s->max_requests && s->next >= s->max_requests) || Clock::now() >= s->deadline) {
+        s->admitting = false;
+        s->cv.notify_all();
+        return false;
+      }
+      i = s->next++;
+    }
+    Result<TransferId> id = (*s->submit)(i, s->imm, Completion::callback([weak, weak_launch](const Status& st) {
+      auto s2 = weak.lock();
+      if (!s2) return;
+      // Launch the successor before counting this one done, so the waiter cannot see
+      // completed == next while a launch is still under way.
+      if (auto launch = weak_launch.lock()) (*launch)();
+      std::lock_guard lock(s2->mu);
+      ++s2->completed;
+      if (!st.ok()) ++s2->errors;
+      s2->cv.notify_all();
+    }));
+    if (!id.ok()) {
+      std::lock_guard lock(s->mu);
+      ++s->refused;
+      s->admitting = false;
+      s->failure = id.status();
+      s->cv.notify_all();
+      return false;
+    }
+    return true;
+  };
+  for (size_t k = 0; k < window; ++k) {
+    if (!(*launch_fn)()) break;
+  }
+  std::unique_lock lock(sh->mu);
+  const bool ok = sh->cv.wait_for(lock, std::chrono::seconds(300) + duration, [&] { return !sh->admitting && sh->completed + sh->refused == sh->next; });
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const uint64_t n = sh->next - sh->refused;
+  if (!ok) return Status(ErrorCode::kDeadlineExceeded, "engine requests did not complete");
+  if (!sh->failure.ok()) return sh->failure;
+  if (sh->errors) return Status(ErrorCode::kProviderError, std::to_string(sh->errors) + " engine requests failed");
+  return EngineRunResult{n, seconds};
+}
+}  // namespace
+
 Result<EngineRunResult> Initiator::run_engine(const EngineSubmitFn& submit, uint32_t imm, size_t window,
                                               uint64_t max_requests, std::chrono::duration<double> duration) {
   using Clock = std::chrono::steady_clock;
   window = std::max<size_t>(window, 1);
+  if (options_.drive == "callback") return run_by_callbacks(submit, imm, window, max_requests, duration);
   CompletionCounter done;
   uint64_t submitted = 0;
   const auto start = Clock::now();

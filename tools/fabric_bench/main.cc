@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
   int serve_fd = -1;
 
   CLI::App app{"fabric-bench: fabric-lib bandwidth and latency vs raw libfabric, measured in the same run"};
+  // A later occurrence wins, so wrappers (scripts/demo.sh) can set defaults the user overrides.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("--local", local, "start the target process on this host (loopback)");
   app.add_flag("--server", server, "be the target for an initiator on another host");
   app.add_option("--listen", listen, "server: [HOST]:PORT to listen on")->capture_default_str();
@@ -141,12 +143,21 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 10000000));
   app.add_option("--max-region", max_region, "largest region each side registers")->capture_default_str();
-  app.add_flag("--spin", o.spin, "initiator engine busy-polls (IdlePolicy::kSpin) instead of adaptive");
+  app.add_flag("--spin", o.spin,
+               "initiator engine busy-polls (IdlePolicy::kSpin) instead of adaptive; needs spare cores (an idle "
+               "spinning engine also slows the raw runs)");
+  app.add_option("--drive", o.drive,
+                 "single/paged: 'callback' (completion callbacks submit the next request) or 'poll' (the caller "
+                 "polls a counter)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"callback", "poll"}));
   app.add_option("--format", o.format, "table or csv")->capture_default_str()->check(CLI::IsMember({"table", "csv"}));
   app.add_option("--plot", o.plot_file, "also draw bandwidth vs size into this PNG (python3-matplotlib)");
   app.add_option("--csv", o.csv_file, "also write the CSV to this file");
   app.add_flag("--quick", quick, "tiny sweep for smoke tests (explicit options still win)");
   app.add_flag("--quiet", quiet, "no progress lines on stderr");
+  app.add_option("--only", o.only, "single/paged: run only the engine or only the raw baseline (for profiling)")
+      ->check(CLI::IsMember({"engine", "raw"}));
   app.add_option("--seed", o.seed, "pattern and permutation seed")->capture_default_str();
   app.add_option("--serve-fd", serve_fd, "internal: serve as a local target on this socket")->group("");
   CLI11_PARSE(app, argc, argv);

@@ -17,6 +17,9 @@ struct BenchOptions {
   std::string interface_name;           // "" = provider default
   std::vector<size_t> domains = {1};    // one full sweep per entry (domain scaling)
   bool spin = false;                    // IdlePolicy::kSpin instead of kAdaptive
+  // How single/paged runs keep the window full: "callback" (each completion callback submits the
+  // next request) or "poll" (the calling thread polls a CompletionCounter and submits).
+  std::string drive = "callback";
 
   double duration_s = 0.3;              // per timed run (engine or raw) when iterations == 0
   uint64_t iterations = 0;              // requests per timed run (0 = use duration_s)
@@ -40,6 +43,7 @@ struct BenchOptions {
   std::string plot_file;                // PNG of bandwidth vs size (empty = none)
   std::string csv_file;                 // also write the CSV here (empty = none)
   bool progress = true;                 // progress lines on stderr
+  std::string only;                     // "engine" or "raw": run one side only (profiling)
 };
 
 // Requests in flight for requests of `request_bytes`: the window, capped by max_inflight_bytes

@@ -5,6 +5,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -288,6 +289,7 @@ Result<RawRunResult> RawFabric::run(const RawPlanFn& plan, uint64_t max_requests
                                              : Clock::time_point::max();
   bool admitting = true;
   while (admitting || requests_inflight > 0) {
+    bool progress = false;
     // Admit new requests up to the window.
     while (admitting && requests_inflight < window) {
       if ((max_requests && admitted >= max_requests) || Clock::now() >= deadline) {
@@ -321,6 +323,7 @@ Result<RawRunResult> RawFabric::run(const RawPlanFn& plan, uint64_t max_requests
         ep.free_contexts.pop_back();
         ++inflight[d];
         pending[d].pop_front();
+        progress = true;
       }
     }
     // Reap completions.
@@ -330,6 +333,7 @@ Result<RawRunResult> RawFabric::run(const RawPlanFn& plan, uint64_t max_requests
       if (n == -FI_EAGAIN) continue;
       if (n == -FI_EAVAIL) return ep.error_entry();
       if (n < 0) return fi_error("fi_cq_read", n);
+      progress = true;
       for (ssize_t i = 0; i < n; ++i) {
         auto* ctx = reinterpret_cast<Endpoint::WrContext*>(entries[i].op_context);
         if (!ctx) continue;
@@ -345,6 +349,9 @@ Result<RawRunResult> RawFabric::run(const RawPlanFn& plan, uint64_t max_requests
         }
       }
     }
+    // Nothing moved: let the peer's thread run if it shares our core (a no-op on an idle core;
+    // the engine's worker does the same when it waits with work pending).
+    if (!progress) sched_yield();
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
