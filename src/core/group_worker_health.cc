@@ -98,12 +98,12 @@ void GroupWorker::path_failed(PeerEntry& peer, size_t d, const Status& why) {
 
   // The next use of this path inserts the peer afresh (a new connection where there is one).
   peers_.drop_handle(peer, d, *domains_[d].domain);
-  report(peer, static_cast<int>(d), false, failure);
   if (last) {
-    peer_unreachable(peer, failure);
+    peer_unreachable(peer, failure);  // reports the peer
   } else {
     peer.health = PeerHealth::kDegraded;
   }
+  report(peer, static_cast<int>(d), false, failure);
 }
 
 void GroupWorker::peer_unreachable(PeerEntry& peer, const Status& why) {

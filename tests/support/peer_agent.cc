@@ -20,7 +20,18 @@ namespace fabric_lib::testing {
 TransferEngineBuilder ProviderConfig::builder() const {
   TransferEngineBuilder b;
   b.provider(provider).domains_per_group(domains).simulate_unordered_network(reorder_seed);
-  if (!interface_name.empty()) b.interfaces({interface_name});
+  if (!interface_name.empty()) {  // comma-separated: domain i uses entry i
+    std::vector<std::string> names;
+    size_t start = 0;
+    while (start <= interface_name.size()) {
+      const size_t comma = interface_name.find(',', start);
+      names.push_back(interface_name.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    b.interfaces(names);
+  }
+  if (stall_timeout_ms) b.stall_timeout(std::chrono::milliseconds(stall_timeout_ms));
   return b;
 }
 
@@ -165,14 +176,14 @@ std::string Agent::handle(const std::vector<std::string>& w) {
 }  // namespace
 
 int run_agent(int argc, char** argv) {
-  // argv: <fd> <provider> <interface or -> <domains> <reorder_seed> <region_bytes>
-  if (argc != 6) {
+  // argv: <fd> <provider> <interfaces or -> <domains> <reorder_seed> <region_bytes> <stall_timeout_ms>
+  if (argc != 7) {
     std::fprintf(stderr, "agent: bad arguments\n");
     return 2;
   }
   tools::ControlChannel channel(std::atoi(argv[0]));
   ProviderConfig config{"agent", argv[1], std::string(argv[2]) == "-" ? "" : argv[2],
-                        std::stoull(argv[3]), std::stoull(argv[4])};
+                        std::stoull(argv[3]), std::stoull(argv[4]), std::stoull(argv[6])};
   Agent agent;
   auto engine = config.builder().build();
   if (!engine.ok()) {
@@ -206,7 +217,7 @@ AgentProcess::AgentProcess(const ProviderConfig& config, size_t region_bytes) {
   std::vector<std::string> args = {"integration_tests", "--fabric-agent", std::to_string(child_fd), config.provider,
                                    config.interface_name.empty() ? "-" : config.interface_name,
                                    std::to_string(config.domains), std::to_string(config.reorder_seed),
-                                   std::to_string(region_bytes)};
+                                   std::to_string(region_bytes), std::to_string(config.stall_timeout_ms)};
   pid_ = fork();
   if (pid_ == 0) {
     fcntl(child_fd, F_SETFD, 0);  // keep the channel across exec

@@ -21,9 +21,10 @@ namespace fabric_lib::testing {
 struct ProviderConfig {
   std::string name;       // test-name suffix
   std::string provider;   // libfabric provider string
-  std::string interface_name;  // "" = provider default
+  std::string interface_name;  // "" = provider default; "a,b,c" names one per domain
   size_t domains = 1;
   uint64_t reorder_seed = 0;   // != 0: simulate_unordered_network
+  uint64_t stall_timeout_ms = 0;  // != 0: the engine's stall_timeout (the agent's too)
 
   TransferEngineBuilder builder() const;
 };
