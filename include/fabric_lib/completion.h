@@ -32,12 +32,16 @@ using Clock = std::chrono::steady_clock;
 // Where one operation's single completion goes, and by when it must have come.
 class Completion {
  public:
-  enum class Kind : uint8_t { kNone, kCallback, kCounter };
+  enum class Kind : uint8_t { kNone, kCallback, kCounter, kFlag };
 
   // Nobody is told; failures are only logged. For fire-and-forget traffic.
   Completion() = default;
   static Completion callback(CompletionCallback fn);
   static Completion counter(CompletionCounter& c);
+  // Stores `value` to `*flag` with release ordering when the operation succeeds, and
+  // `error_value` when it fails: a flag in mapped pinned host memory that a GPU kernel polls
+  // (the role GDRCopy plays in the paper). Set right on the thread that ends the operation.
+  static Completion flag(uint64_t* flag, uint64_t value, uint64_t error_value = UINT64_MAX);
 
   // An operation still unfinished at `deadline` completes with DeadlineExceeded; completions
   // that come later are absorbed. (Overrides the engine's default timeout.)
@@ -62,6 +66,9 @@ class Completion {
   Clock::time_point deadline_{};
   CompletionCallback fn_;
   CompletionCounter* counter_ = nullptr;
+  uint64_t* flag_ = nullptr;
+  uint64_t flag_value_ = 0;
+  uint64_t flag_error_value_ = 0;
 };
 
 }  // namespace fabric_lib

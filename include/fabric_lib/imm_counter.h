@@ -58,6 +58,11 @@ class ImmCounter {
   bool has_expectation(uint32_t imm) const;
   // Forgets `imm` (count and expectation). NotFound when it was unknown.
   Status release(uint32_t imm);
+  // Ends the pending expectation of `imm` with Cancelled but keeps what arrived counted
+  // (e.g. an asyncio waiter that was cancelled). NotFound when there is none.
+  Status cancel_expectation(uint32_t imm);
+  // The n of `imm`'s pending expectation, or 0 when there is none.
+  uint64_t expected(uint32_t imm) const;
 
   void set_observer(Observer observer);
   void set_overflow_handler(OverflowHandler handler);

@@ -168,6 +168,8 @@ class TransferEngine {
   // After stop(), every submit returns Stopped.
   Status stop();
   bool stopped() const;
+  // True on the engine's callback thread (where completion, receive and imm callbacks run).
+  bool on_callback_thread() const;
 
   EngineStats stats() const;
   // With TransferEngineBuilder::record_submit_latency(true): the time from each submit call's

@@ -29,6 +29,15 @@ Completion Completion::counter(CompletionCounter& counter) {
   return c;
 }
 
+Completion Completion::flag(uint64_t* flag, uint64_t value, uint64_t error_value) {
+  Completion c;
+  c.kind_ = flag ? Kind::kFlag : Kind::kNone;
+  c.flag_ = flag;
+  c.flag_value_ = value;
+  c.flag_error_value_ = error_value;
+  return c;
+}
+
 Completion&& Completion::with_deadline(Clock::time_point deadline) && {
   has_deadline_ = true;
   deadline_ = deadline;
@@ -50,6 +59,9 @@ void Completion::deliver_now(const Status& status) {
       return;
     case Kind::kCounter:
       (status.ok() ? counter_->done : counter_->errors).fetch_add(1, std::memory_order_acq_rel);
+      return;
+    case Kind::kFlag:
+      __atomic_store_n(flag_, status.ok() ? flag_value_ : flag_error_value_, __ATOMIC_RELEASE);
       return;
   }
 }

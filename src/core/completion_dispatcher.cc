@@ -68,6 +68,7 @@ void CompletionDispatcher::deliver(Completion completion, const Status& status) 
       }
       return;
     case Completion::Kind::kCounter:
+    case Completion::Kind::kFlag:
       completion.deliver_now(status);
       return;
     case Completion::Kind::kCallback: {

@@ -45,6 +45,7 @@ class EngineCore {
   ImmCounter& imms() { return *imms_; }
   Status stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+  bool on_callback_thread() const { return dispatcher_ && dispatcher_->on_callback_thread(); }
   EngineStats stats() const;
   std::vector<uint32_t> take_submit_latencies_ns();
   std::vector<PeerStatus> peer_status(size_t group);

@@ -245,6 +245,35 @@ Status ImmCounter::release(uint32_t imm) {
   return ok_status();
 }
 
+Status ImmCounter::cancel_expectation(uint32_t imm) {
+  Impl& s = *impl_;
+  Completion sink;
+  detail::DeadlineTimer::Id timer = 0;
+  {
+    Shard& sh = s.shard_of(imm);
+    std::lock_guard lock(sh.mu);
+    auto it = sh.map.find(imm);
+    if (it == sh.map.end() || !it->second.expecting) return not_found("imm " + std::to_string(imm) + " has no expectation");
+    sink = std::move(it->second.sink);
+    it->second.expecting = false;
+    timer = std::exchange(it->second.timer, 0);
+    if (it->second.count == 0) {
+      sh.map.erase(it);
+      s.free_slot();
+    }
+  }
+  if (timer) s.timer.cancel(timer);
+  s.deliver(std::move(sink), cancelled("expectation of imm " + std::to_string(imm) + " cancelled"));
+  return ok_status();
+}
+
+uint64_t ImmCounter::expected(uint32_t imm) const {
+  const Shard& sh = impl_->shard_of(imm);
+  std::lock_guard lock(sh.mu);
+  auto it = sh.map.find(imm);
+  return it != sh.map.end() && it->second.expecting ? it->second.need : 0;
+}
+
 void ImmCounter::shutdown(const Status& why) {
   Impl& s = *impl_;
   s.shut.store(true, std::memory_order_release);

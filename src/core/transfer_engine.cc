@@ -59,6 +59,7 @@ Status TransferEngine::forget_peer(const MrDesc& desc, size_t group) { return co
 ImmCounter& TransferEngine::imms() { return core_->imms(); }
 Status TransferEngine::stop() { return core_->stop(); }
 bool TransferEngine::stopped() const { return core_->stopped(); }
+bool TransferEngine::on_callback_thread() const { return core_->on_callback_thread(); }
 EngineStats TransferEngine::stats() const { return core_->stats(); }
 std::vector<uint32_t> TransferEngine::take_submit_latencies_ns() { return core_->take_submit_latencies_ns(); }
 std::vector<PeerStatus> TransferEngine::peer_status(size_t group) { return core_->peer_status(group); }
