@@ -169,6 +169,12 @@ Result<EngineRunResult> Initiator::run_engine(const EngineSubmitFn& submit, uint
   return EngineRunResult{submitted, seconds};
 }
 
+Result<std::unique_ptr<TransferEngine>> Initiator::build_latency_engine() const {
+  EngineConfig config = config_;
+  config.spin = true;
+  return build_bench_engine(config, /*record_submit_latency=*/true);
+}
+
 Row Initiator::row(const std::string& mode, uint64_t size) const {
   Row r;
   r.mode = mode;

@@ -20,6 +20,9 @@ namespace {
 constexpr uint32_t kFiVersion = FI_VERSION(1, 17);
 constexpr uint64_t kMrModes = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 constexpr size_t kCqBatch = 32;
+// Passes of the run loop without any progress before it yields the CPU once (tens of
+// microseconds of polling, like the engine worker's spin budget before it waits).
+constexpr uint32_t kIdlePassesBeforeYield = 256;
 
 Status fi_error(const char* call, long ret) {
   return Status(ErrorCode::kProviderError,
@@ -288,6 +291,7 @@ Result<RawRunResult> RawFabric::run(const RawPlanFn& plan, uint64_t max_requests
   const auto deadline = duration.count() > 0 ? start + std::chrono::duration_cast<Clock::duration>(duration)
                                              : Clock::time_point::max();
   bool admitting = true;
+  uint32_t idle_passes = 0;
   while (admitting || requests_inflight > 0) {
     bool progress = false;
     // Admit new requests up to the window.
@@ -349,9 +353,14 @@ Result<RawRunResult> RawFabric::run(const RawPlanFn& plan, uint64_t max_requests
         }
       }
     }
-    // Nothing moved: let the peer's thread run if it shares our core (a no-op on an idle core;
-    // the engine's worker does the same when it waits with work pending).
-    if (!progress) sched_yield();
+    // A long stretch without progress: let the peer's thread run if it shares our core (a no-op
+    // on an idle core). Not sooner: a provider moves data inside fi_cq_read calls that report
+    // nothing, and yielding to a busy machine costs a time slice.
+    idle_passes = progress ? 0 : idle_passes + 1;
+    if (idle_passes >= kIdlePassesBeforeYield) {
+      sched_yield();
+      idle_passes = 0;
+    }
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;

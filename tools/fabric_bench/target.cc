@@ -160,6 +160,7 @@ Status Target::raw_start() {
   raw_polling_.store(true);
   // Busy-polls like a worker under load: this is the provider's ceiling, so it gets a full core.
   raw_poller_ = std::thread([this] {
+    uint32_t idle = 0;
     while (raw_polling_.load(std::memory_order_relaxed)) {
       Result<size_t> n = raw_->poll_target(raw_counts_);
       if (!n.ok()) {
@@ -167,7 +168,12 @@ Status Target::raw_start() {
         raw_error_ = n.status();
         return;
       }
-      if (*n == 0) sched_yield();  // as the raw initiator: share a crowded core
+      // As the raw initiator: after a long idle stretch, share a crowded core once.
+      idle = *n ? 0 : idle + 1;
+      if (idle >= 256) {
+        sched_yield();
+        idle = 0;
+      }
     }
   });
   return ok_status();
