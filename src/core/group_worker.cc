@@ -16,6 +16,7 @@ constexpr size_t kMaxPostsPerPass = 64;
 constexpr size_t kMaxEventsPerPoll = 64;
 constexpr size_t kRequestsPerAccept = 64;
 constexpr size_t kMaxLatencySamples = 1 << 22;
+constexpr int64_t kShutdownDrainNs = 500'000'000;
 
 Status pin_to_cpu(int cpu) {
   cpu_set_t set;
@@ -94,6 +95,7 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
   pthread_setname_np(pthread_self(), ("fl-worker-" + std::to_string(config_.group)).substr(0, 15).c_str());
   Status status = config_.cpu ? pin_to_cpu(*config_.cpu) : ok_status();
   if (status.ok()) status = open_domains();
+  if (status.ok()) status = open_control();
   if (!status.ok()) {
     raw_domains_.clear();
     domains_.clear();
@@ -120,6 +122,7 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
     const int64_t now = monotonic_ns();
     busy |= expire_deadlines(now);
     if (now >= next_sweep_ns_) busy |= sweep_stalls(now);
+    busy |= probe_sweep(now);
     idle.after_pass(busy, must_poll, inflight, next_timer_ns(now) - now);
   }
   shutdown();
@@ -216,6 +219,7 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
     return result;
   }
   path.blocked_since_ns = 0;
+  peers_.op_posted(peer, e);
   if (path.inflight++ == 0) path.last_progress_ns = monotonic_ns();
   path.wrs.push(record);
   ++ds.inflight;
@@ -277,20 +281,27 @@ bool GroupWorker::poll_domain(size_t d) {
       case transport::EventKind::kRemoteError:
         FL_LOG_WARN("group {} domain {}: {}", config_.group, d, ev.status.to_string());
         break;
+      case transport::EventKind::kControlSendDone:
+        on_control_send_done(d, ev.context);
+        break;
+      case transport::EventKind::kControlRecvDone:
+        on_control_recv(d, ev.context, ev);
+        break;
     }
   }
   return n > 0;
 }
 
 void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
+  PeerEntry& peer = *record->peer;
+  const size_t e = record->domain;
+  peers_.op_done(peer, e, *domains_[e].domain);
   if (record->abandoned) {  // its path failed earlier; the request no longer waits for it
-    --domains_[record->domain].inflight;
+    --domains_[e].inflight;
     records_.release(record);
     return;
   }
   Request* r = record->request;
-  PeerEntry& peer = *record->peer;
-  const size_t e = record->domain;
   Path& path = peer.paths[e];
   path.wrs.erase(record);
   --path.inflight;
@@ -324,6 +335,25 @@ void GroupWorker::deliver(Request* r, const Status& status) {
   dispatcher_.deliver(std::move(r->completion), status);
 }
 
+// Callers already have their Cancelled; give the provider a moment to finish what it holds
+// before the endpoints close: libfabric 1.17's shm crashes a *peer* whose pending operations
+// point into an endpoint that vanished. Bounded, so a dead peer cannot hold stop() up.
+void GroupWorker::drain_before_close() {
+  for (DomainState& ds : domains_) ds.streams.clear();
+  const int64_t deadline = monotonic_ns() + kShutdownDrainNs;
+  auto busy = [&] {
+    for (const DomainState& ds : domains_) {
+      if (ds.inflight > 0) return true;
+    }
+    return false;
+  };
+  while (busy() && monotonic_ns() < deadline) {
+    bool any = false;
+    for (size_t d = 0; d < domains_.size(); ++d) any |= poll_domain(d);
+    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
 void GroupWorker::shutdown() {
   inbox_->run_commands();
   while (accept_requests()) {
@@ -336,12 +366,14 @@ void GroupWorker::shutdown() {
     if (pool->on_error) dispatcher_.post([pool, why] { pool->on_error(why); });
   }
   inbox_->close_and_refuse();
+  drain_before_close();
   // Closing the endpoints ends every outstanding WR; only then may requests and buffers go.
   for (DomainState& ds : domains_) {
     ds.streams.clear();
     ds.domain.reset();
   }
   raw_domains_.clear();
+  control_.clear();
   for (Request* r : live_) delete r;
   live_.clear();
 }

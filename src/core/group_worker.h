@@ -120,6 +120,7 @@ class GroupWorker {
   void maybe_finish(Request* r);
   void deliver(Request* r, const Status& status);
   void shutdown();
+  void drain_before_close();
 
   // group_worker_health.cc: deadlines, path and peer failure, stall detection, status.
   bool expire_deadlines(int64_t now);
@@ -133,6 +134,13 @@ class GroupWorker {
   void maybe_retry_peer(PeerEntry& peer, int64_t now);
   void report(const PeerEntry& peer, int domain, bool up, const Status& reason);
   int64_t next_timer_ns(int64_t now) const;
+
+  // group_worker_probe.cc: control buffers, the liveness probe, answering peers' pings.
+  Status open_control();
+  bool probe_sweep(int64_t now);
+  void on_control_recv(size_t d, uint64_t context, const transport::Event& ev);
+  void on_control_send_done(size_t d, uint64_t context);
+  bool send_probe(size_t d, PeerEntry& peer, const struct ProbeMessage& message);
 
   // group_worker_messages.cc: two-sided messages.
   transport::PostResult post_send(Request& r, WrRecord* record, transport::PeerHandle peer, Status* error);
@@ -163,6 +171,15 @@ class GroupWorker {
   std::vector<RecvSlot*> recvs_to_post_;
   std::vector<transport::Event> events_;
   std::vector<uint32_t> submit_latencies_;
+  // Liveness probe: per-domain control buffers (receive slots, then send slots).
+  struct ControlBuffers {
+    BufferBlock block;
+    std::vector<uint32_t> free_sends;
+    std::vector<PeerEntry*> slot_peer;  // the peer each busy send slot was sent to
+  };
+  std::vector<ControlBuffers> control_;
+  uint64_t next_probe_seq_ = 1;
+  int64_t next_probe_ns_ = 0;
 };
 
 }  // namespace fabric_lib::detail

@@ -151,6 +151,7 @@ void GroupWorker::maybe_retry_peer(PeerEntry& peer, int64_t now) {
     path.up = true;
     path.probe_seq = 0;
     path.probe_misses = 0;
+    path.recovery_probes = 0;
   }
   peer.health = PeerHealth::kHealthy;
   report(peer, -1, true, Status(ErrorCode::kPeerUnreachable, "retrying a peer that was unreachable: " + peer.last_error.message()));
@@ -178,6 +179,7 @@ int64_t GroupWorker::next_timer_ns(int64_t now) const {
   bool pending = inflight;
   for (const DomainState& ds : domains_) pending |= !ds.streams.empty();
   if (pending && config_.stall_timeout_ns > 0) next = std::min(next, next_sweep_ns_);
+  if (config_.probe_interval_ns > 0 && !control_.empty()) next = std::min(next, std::max(next_probe_ns_, now));
   return std::max(next, now);
 }
 
@@ -214,6 +216,7 @@ void GroupWorker::forget_peer(const MrDesc& desc) {
     peer->paths[d].up = true;
     peer->paths[d].probe_seq = 0;
     peer->paths[d].probe_misses = 0;
+    peer->paths[d].recovery_probes = 0;
   }
   peer->health = PeerHealth::kHealthy;
   peer->last_error = ok_status();

@@ -65,8 +65,19 @@ Result<transport::PeerHandle> PeerRegistry::handle(PeerEntry& peer, size_t d, tr
 void PeerRegistry::drop_handle(PeerEntry& peer, size_t d, transport::Domain& domain) {
   Path& path = peer.paths[d];
   if (!path.inserted) return;
+  if (path.provider_ops > 0) {
+    path.remove_when_idle = true;  // keep using the handle meanwhile
+    return;
+  }
   domain.remove_peer(path.handle);
   path.inserted = false;
+  path.remove_when_idle = false;
+}
+
+void PeerRegistry::op_done(PeerEntry& peer, size_t d, transport::Domain& domain) {
+  Path& path = peer.paths[d];
+  if (path.provider_ops > 0) --path.provider_ops;
+  if (path.provider_ops == 0 && path.remove_when_idle) drop_handle(peer, d, domain);
 }
 
 }  // namespace fabric_lib::detail

@@ -80,12 +80,18 @@ struct Path {
   bool inserted = false;
   bool up = true;
   uint32_t inflight = 0;
+  // Operations the provider still holds on this path's handle: WRs (abandoned ones too) and
+  // control messages. The handle is removed from the address vector only when this is 0: some
+  // providers (shm) crash if an address vanishes under their pending operations.
+  uint32_t provider_ops = 0;
+  bool remove_when_idle = false;
   int64_t last_progress_ns = 0;  // last completion (or start of activity) on this path
   int64_t blocked_since_ns = 0;  // the provider has refused WRs (EAGAIN) on it since then
   WrList wrs;
   // Liveness probe.
   uint64_t probe_seq = 0;        // the ping awaiting its pong (0: none)
   uint32_t probe_misses = 0;
+  uint32_t recovery_probes = 0;  // pings sent while down (bounded)
 
   // Up, and its address is known (a peer learnt from a send knows only domain 0's).
   bool usable() const { return up && !address.empty(); }
@@ -112,8 +118,12 @@ class PeerRegistry {
   PeerEntry& for_main_address(std::span<const uint8_t> address);
   // The provider handle of path d, inserting the address on first use.
   Result<transport::PeerHandle> handle(PeerEntry& peer, size_t d, transport::Domain& domain);
-  // Removes the path's address from its domain; the next use inserts it afresh.
+  // Removes the path's address from its domain (now, or once the provider holds no operation on
+  // it); the next use after that inserts it afresh.
   void drop_handle(PeerEntry& peer, size_t d, transport::Domain& domain);
+  // Bookkeeping of provider_ops; the last one out completes a deferred drop_handle().
+  void op_posted(PeerEntry& peer, size_t d) { ++peer.paths[d].provider_ops; }
+  void op_done(PeerEntry& peer, size_t d, transport::Domain& domain);
   PeerEntry* find(std::span<const uint8_t> key);
 
   template <typename Fn>

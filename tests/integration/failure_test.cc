@@ -59,7 +59,7 @@ TEST_P(FailureTest, DeadlineEndsARequestToAPausedPeer) {
   ASSERT_TRUE(engine->submit_write({src.reg.handle, 0, agent.desc(), 0, 4096}, Completion::counter(warm)).ok());
   wait_all(warm, 1);
 
-  ASSERT_EQ(kill(agent.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(agent.pause());
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(engine->submit_write({src.reg.handle, 0, agent.desc(), 0, 1 << 20, 92}, out.sink(0).with_timeout(300ms)).ok());
   ASSERT_TRUE(out.wait_all(10s));
@@ -67,7 +67,7 @@ TEST_P(FailureTest, DeadlineEndsARequestToAPausedPeer) {
   EXPECT_EQ(out.count(ErrorCode::kDeadlineExceeded), 1u);
   EXPECT_GE(took, 250ms);
   EXPECT_LT(took, 5s);
-  ASSERT_EQ(kill(agent.pid(), SIGCONT), 0);
+  ASSERT_TRUE(agent.resume());
 
   CompletionCounter after;
   ASSERT_TRUE(engine->submit_write({src.reg.handle, 0, agent.desc(), 0, 1 << 20, 93}, Completion::counter(after)).ok());
@@ -90,11 +90,11 @@ TEST_P(FailureTest, DefaultTimeoutApplies) {
   ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 4096}, Completion::counter(warm)).ok());
   wait_all(warm, 1);
   ASSERT_EQ(warm.errors, 0u);
-  ASSERT_EQ(kill(agent.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(agent.pause());
   ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 1 << 20}, out.sink(0)).ok());
   EXPECT_TRUE(out.wait_all(10s));
   EXPECT_EQ(out.count(ErrorCode::kDeadlineExceeded), 1u);
-  kill(agent.pid(), SIGCONT);
+  agent.resume();
 }
 
 // A write the provider rejects (a forged key or a range past the real region) fails on the
@@ -240,6 +240,69 @@ TEST_P(FailureTest, StopOnBothSidesWithWorkInFlight) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, FailureTest, ::testing::ValuesIn(provider_matrix()), matrix_name);
+
+}  // namespace
+}  // namespace fabric_lib::testing
+
+namespace fabric_lib::testing {
+namespace {
+
+using ProbeTest = EngineTest;
+
+// With the liveness probe (stall detection off), a paused peer's paths fail after `misses`
+// unanswered pings, its pending request fails with PeerUnreachable, and once it resumes the probe
+// brings its paths back up: a new request succeeds without any retry interval.
+TEST_P(ProbeTest, ProbeDetectsAPausedPeerAndItsRecovery) {
+  std::mutex mu;
+  std::vector<HealthEvent> events;
+  CompletionCounter pending;
+  AgentProcess agent(GetParam(), 1 << 20);
+  ASSERT_TRUE(agent.started());
+  auto engine = GetParam()
+                    .builder()
+                    .stall_timeout(std::chrono::nanoseconds(0))
+                    .peer_retry_interval(std::chrono::hours(1))  // only the probe may bring it back
+                    .liveness_probe(50ms, 3)
+                    .on_health_event([&](const HealthEvent& e) {
+                      std::lock_guard lock(mu);
+                      events.push_back(e);
+                    })
+                    .build();
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  SourceBuffer src(**engine, 1 << 20, 141);
+  CompletionCounter warm;
+  ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 4096}, Completion::counter(warm)).ok());
+  wait_all(warm, 1);
+  ASSERT_TRUE(agent.pause());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 1 << 20}, Completion::counter(pending)).ok());
+  wait_all(pending, 1, std::chrono::seconds(20));
+  EXPECT_EQ(pending.errors, 1u);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ((*engine)->peer_status().at(0).health, PeerHealth::kUnreachable);
+  ASSERT_TRUE(agent.resume());
+  // Recovery pings are answered: every path comes back up.
+  PeerHealth health = PeerHealth::kUnreachable;
+  for (int i = 0; i < 200 && health != PeerHealth::kHealthy; ++i) {
+    std::this_thread::sleep_for(25ms);
+    health = (*engine)->peer_status().at(0).health;
+  }
+  EXPECT_EQ(health, PeerHealth::kHealthy);
+  CompletionCounter after;
+  ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 1 << 20, 142}, Completion::counter(after)).ok());
+  wait_all(after, 1);
+  EXPECT_EQ(after.errors, 0u);
+  EXPECT_TRUE(agent.expect_imms(142, imm_count_of_write(1 << 20, RoundRobin{}, domains())));
+  std::lock_guard lock(mu);
+  bool down = false, up = false;
+  for (const auto& e : events) {
+    down |= !e.up && e.domain >= 0;
+    up |= e.up && e.domain >= 0;
+  }
+  EXPECT_TRUE(down && up) << "missing path down/up events";
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, ProbeTest, ::testing::ValuesIn(provider_matrix()), matrix_name);
 
 }  // namespace
 }  // namespace fabric_lib::testing

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -92,6 +93,10 @@ std::string Agent::handle(const std::vector<std::string>& w) {
     const uint64_t off = num(w[1]), len = num(w[2]);
     if (off > region.size() || len > region.size() - off) return "error range";
     return hash_hex(region.data() + off, len);
+  }
+  if (cmd == "fill" && w.size() == 2) {  // fill <seed>: the region holds pattern <seed> (common/pattern.h)
+    tools::fill_pattern(region.data(), region.size(), num(w[1]));
+    return "ok";
   }
   if (cmd == "zero") {
     std::memset(region.data(), 0, region.size());
@@ -254,6 +259,35 @@ AgentProcess::~AgentProcess() {
   }
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
+}
+
+namespace {
+// The state letter of /proc/<pid>/stat ('T' when stopped).
+char process_state(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
+}
+}  // namespace
+
+bool AgentProcess::pause() {
+  if (pid_ <= 0 || kill(pid_, SIGSTOP) != 0) return false;
+  for (int i = 0; i < 1000; ++i) {
+    if (process_state(pid_) == 'T') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+bool AgentProcess::resume() {
+  if (pid_ <= 0 || kill(pid_, SIGCONT) != 0) return false;
+  for (int i = 0; i < 1000; ++i) {
+    if (process_state(pid_) != 'T') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 void AgentProcess::kill_now() {

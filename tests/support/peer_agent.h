@@ -62,6 +62,9 @@ class AgentProcess {
   bool expect_imms(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout = kTimeout);
   uint64_t count(uint32_t imm);
   void kill_now();
+  // SIGSTOP / SIGCONT, returning once the process is really stopped (or running again).
+  bool pause();
+  bool resume();
 
  private:
   pid_t pid_ = -1;
