@@ -68,13 +68,14 @@ stamp "built $bench"
 stamp "fabric-info done"
 
 # --- 4. Sweeps ---------------------------------------------------------------------------------------
-# The engine busy-polls (--spin) as it would in production; this machine has cores to spare.
+# Engines busy-poll on both sides (--spin --target-spin), as in production and as the raw loop
+# does: this machine has cores to spare, so idle spinning engines barely touch the raw runs.
 rc=0
 run_sweep() {  # name, then fabric-bench options
   local name=$1
   shift
   stamp "sweep $name: fabric-bench $*"
-  if ! timeout 300 "$bench" --local --spin --duration "$duration" "$@" $extra \
+  if ! timeout 300 "$bench" --local --spin --target-spin --duration "$duration" "$@" $extra \
       --csv "$out/$name.csv" >"$out/$name.txt" 2>>"$out/bench.log"; then
     stamp "sweep $name FAILED (exit $?)"
     rc=1

@@ -40,7 +40,9 @@ Initiator::~Initiator() {
 }
 
 Status Initiator::start() {
-  Result<std::vector<std::string>> setup = peer_.call("setup " + encode_engine_config(config_));
+  EngineConfig target = config_;
+  target.spin = options_.target_spin;
+  Result<std::vector<std::string>> setup = peer_.call("setup " + encode_engine_config(target));
   if (!setup.ok()) return setup.status();
   Result<std::unique_ptr<TransferEngine>> engine = build_bench_engine(config_, false);
   if (!engine.ok()) return engine.status();
@@ -171,7 +173,10 @@ Result<EngineRunResult> Initiator::run_engine(const EngineSubmitFn& submit, uint
 
 Result<std::unique_ptr<TransferEngine>> Initiator::build_latency_engine() const {
   EngineConfig config = config_;
-  config.spin = true;
+  // Busy-polling needs a core of its own: with fewer than 4 CPUs a spinning worker starves the
+  // target's threads until the next scheduler tick (round trips of exactly 4 ms were seen on a
+  // 2-core machine), so there the mode keeps the initiator's own setting.
+  if (std::thread::hardware_concurrency() >= 4) config.spin = true;
   return build_bench_engine(config, /*record_submit_latency=*/true);
 }
 

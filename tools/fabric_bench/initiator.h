@@ -74,9 +74,10 @@ class Initiator {
   Result<EngineRunResult> run_engine(const EngineSubmitFn& submit, uint32_t imm, size_t window, uint64_t max_requests,
                                      std::chrono::duration<double> duration);
 
-  // A separate, busy-polling engine for the latency modes (imm, scatter, submit), with the submit
-  // clock on: they measure the engine's posting path, not how fast an idle worker wakes up (the
-  // paper's engine busy-polls too). Built per mode, so it never spins during bandwidth runs.
+  // A separate engine for the latency modes (imm, scatter, submit), with the submit clock on and,
+  // on machines with at least 4 CPUs, busy-polling: they measure the engine's posting path, not
+  // how fast an idle worker wakes up (the paper's engine busy-polls too). Built per mode, so it
+  // never spins during bandwidth runs.
   Result<std::unique_ptr<TransferEngine>> build_latency_engine() const;
 
   // The row skeleton of a point of `mode`.

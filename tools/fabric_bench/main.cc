@@ -146,6 +146,8 @@ int main(int argc, char** argv) {
   app.add_flag("--spin", o.spin,
                "initiator engine busy-polls (IdlePolicy::kSpin) instead of adaptive; needs spare cores (an idle "
                "spinning engine also slows the raw runs)");
+  app.add_flag("--target-spin", o.target_spin,
+               "target engines busy-poll too (as the raw target does during raw runs); needs spare cores");
   app.add_option("--drive", o.drive,
                  "single/paged: 'callback' (completion callbacks submit the next request) or 'poll' (the caller "
                  "polls a counter)")

@@ -16,7 +16,8 @@ struct BenchOptions {
   std::string provider = "tcp";
   std::string interface_name;           // "" = provider default
   std::vector<size_t> domains = {1};    // one full sweep per entry (domain scaling)
-  bool spin = false;                    // IdlePolicy::kSpin instead of kAdaptive
+  bool spin = false;                    // initiator engine: IdlePolicy::kSpin instead of kAdaptive
+  bool target_spin = false;             // target engines likewise
   // How single/paged runs keep the window full: "callback" (each completion callback submits the
   // next request) or "poll" (the calling thread polls a CompletionCounter and submits).
   std::string drive = "callback";

@@ -123,7 +123,8 @@ Status Target::setup(const std::vector<std::string>& w) {
   if (!config.ok()) return config.status();
   teardown();
   config_ = *config;
-  config_.spin = false;  // the target stays adaptive, so an idle engine leaves the CPU to the raw runs
+  // The initiator chooses the target's idle policy (--target-spin): adaptive by default, so an idle
+  // target engine leaves the CPU to the raw runs.
   if (!interface_override_.empty()) config_.interface_name = interface_override_;
   main_ = std::make_unique<EngineWithRegion>();
   Result<std::unique_ptr<TransferEngine>> engine = build_bench_engine(config_, false);
@@ -211,10 +212,14 @@ std::string Target::peers(size_t count, uint64_t bytes) {
   if (count == 0 || count > 256) return error_reply(invalid_argument("peers: count must be 1..256"));
   if (bytes != peer_bytes_) peers_.clear();
   peer_bytes_ = bytes;
+  // Scatter peers stay adaptive whatever --target-spin says: 64 busy-polling engines would take
+  // 64 cores.
+  EngineConfig peer_config = config_;
+  peer_config.spin = false;
   while (peers_.size() < count) {
     auto p = std::make_unique<EngineWithRegion>();
     p->region = AlignedBuffer(bytes);
-    Result<std::unique_ptr<TransferEngine>> engine = build_bench_engine(config_, false);
+    Result<std::unique_ptr<TransferEngine>> engine = build_bench_engine(peer_config, false);
     if (!engine.ok()) return error_reply(engine.status());
     p->engine = std::move(engine).value();
     Result<MrRegistration> mr = p->engine->register_memory(p->region.data(), bytes, Access::kRemoteWrite);
