@@ -37,6 +37,22 @@ struct SourceBuffer {
   }
 };
 
+// Stops an engine when it goes out of scope. Declare it after the buffers a test's requests
+// use: a request that ended by deadline or by a failed path may still have WRs reading them
+// until the engine stops (README, "Failure semantics").
+class StopEngineFirst {
+ public:
+  explicit StopEngineFirst(TransferEngine* engine) : engine_(engine) {}
+  ~StopEngineFirst() {
+    if (engine_) engine_->stop();
+  }
+  StopEngineFirst(const StopEngineFirst&) = delete;
+  StopEngineFirst& operator=(const StopEngineFirst&) = delete;
+
+ private:
+  TransferEngine* engine_;
+};
+
 // What the target region should contain after the writes a test issued.
 struct Shadow {
   std::vector<uint8_t> bytes;

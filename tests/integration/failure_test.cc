@@ -55,6 +55,7 @@ TEST_P(FailureTest, DeadlineEndsARequestToAPausedPeer) {
   auto engine = make_engine();
   ASSERT_TRUE(engine);
   SourceBuffer src(*engine, 1 << 20, 91);
+  StopEngineFirst stop_first(engine.get());
   CompletionCounter warm;  // connect first, so the pause hits a write, not the handshake
   ASSERT_TRUE(engine->submit_write({src.reg.handle, 0, agent.desc(), 0, 4096}, Completion::counter(warm)).ok());
   wait_all(warm, 1);
@@ -86,6 +87,7 @@ TEST_P(FailureTest, DefaultTimeoutApplies) {
   auto engine = GetParam().builder().default_timeout(200ms).build();
   ASSERT_TRUE(engine.ok());
   SourceBuffer src(**engine, 1 << 20, 94);
+  StopEngineFirst stop_first(engine->get());
   CompletionCounter warm;
   ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 4096}, Completion::counter(warm)).ok());
   wait_all(warm, 1);
@@ -107,6 +109,7 @@ TEST_P(FailureTest, RemoteMisuseFailsOnWriterAndLeavesTargetIntact) {
   auto engine = GetParam().builder().stall_timeout(1s).peer_retry_interval(100ms).build();
   ASSERT_TRUE(engine.ok());
   SourceBuffer src(**engine, region, 95);
+  StopEngineFirst stop_first(engine->get());
   const MrDesc real = agent.desc();
   std::vector<std::unique_ptr<Outcomes>> outcomes;  // outlive the engine's callbacks
   for (const char* kind : {"bad key", "bad range"}) {
@@ -157,7 +160,7 @@ TEST_P(FailureTest, KilledTargetFailsPendingWritesOnceAndARestartedOneWorks) {
   std::vector<HealthEvent> events;
   auto engine = GetParam()
                     .builder()
-                    .stall_timeout(500ms)
+                    .stall_timeout(1s)
                     .peer_retry_interval(50ms)
                     .on_health_event([&](const HealthEvent& e) {
                       std::lock_guard lock(mu);
@@ -166,6 +169,7 @@ TEST_P(FailureTest, KilledTargetFailsPendingWritesOnceAndARestartedOneWorks) {
                     .build();
   ASSERT_TRUE(engine.ok());
   SourceBuffer src(**engine, region, 98);
+  StopEngineFirst stop_first(engine->get());
   for (size_t i = 0; i < kRequests; ++i) {
     const uint64_t off = (i * kChunk) % region;
     ASSERT_TRUE((*engine)->submit_write({src.reg.handle, off, agent->desc(), off, kChunk, 99}, out.sink(i)).ok());
@@ -202,6 +206,7 @@ TEST_P(FailureTest, KilledTargetFailsPendingWritesOnceAndARestartedOneWorks) {
     writer = fresh.get();
   }
   SourceBuffer fresh_src(*writer, region, 98);
+  StopEngineFirst stop_fresh(fresh.get());
   CompletionCounter done;
   ASSERT_TRUE(writer->submit_write({fresh_src.reg.handle, 0, agent->desc(), 0, region, 100}, Completion::counter(done)).ok());
   wait_all(done, 1);
@@ -221,6 +226,7 @@ TEST_P(FailureTest, StopOnBothSidesWithWorkInFlight) {
   auto engine = GetParam().builder().stall_timeout(1s).build();
   ASSERT_TRUE(engine.ok());
   SourceBuffer target(**engine, region, 101, Access::kRemoteWrite);
+  StopEngineFirst stop_first(engine->get());
   ASSERT_EQ(agent.call("write_burst " + target.reg.desc.to_hex() + " " + std::to_string(kRequests) + " " +
                        std::to_string(kChunk) + " 102"),
             "ok");
@@ -262,7 +268,7 @@ TEST_P(ProbeTest, ProbeDetectsAPausedPeerAndItsRecovery) {
                     .builder()
                     .stall_timeout(std::chrono::nanoseconds(0))
                     .peer_retry_interval(std::chrono::hours(1))  // only the probe may bring it back
-                    .liveness_probe(50ms, 3)
+                    .liveness_probe(100ms, 5)
                     .on_health_event([&](const HealthEvent& e) {
                       std::lock_guard lock(mu);
                       events.push_back(e);
@@ -270,6 +276,7 @@ TEST_P(ProbeTest, ProbeDetectsAPausedPeerAndItsRecovery) {
                     .build();
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   SourceBuffer src(**engine, 1 << 20, 141);
+  StopEngineFirst stop_first(engine->get());
   CompletionCounter warm;
   ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 4096}, Completion::counter(warm)).ok());
   wait_all(warm, 1);
