@@ -9,3 +9,4 @@
 #include "fabric_lib/status.h"
 #include "fabric_lib/topology.h"
 #include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/uvm_watcher.h"

@@ -32,7 +32,15 @@ constexpr bool has_access(Access set, Access bit) {
 // Where the registered bytes live.
 enum class MemoryKind : uint8_t {
   kHost = 0,  // ordinary (pageable or pinned) host memory
-  kCuda = 1,  // CUDA device memory (needs a CUDA build and an HMEM-capable domain)
+  // CUDA device memory (cudaMalloc), checked with cudaPointerGetAttributes. Needs a CUDA build.
+  // On a provider with FI_HMEM it is registered with the NIC (a source and a target); on any
+  // other provider it can only be a local source: writes from it are staged through pinned host
+  // bounce buffers, and a remote-write registration is refused (see README, "GPU").
+  kCuda = 1,
+  // Only as an argument of register_memory: detect the kind (cudaPointerGetAttributes) and use
+  // kHost or kCuda. kHost in builds without CUDA. Never stored in a MrDesc. (Registration does not
+  // detect by default, so host-only programs never initialise CUDA.)
+  kAuto = 255,
 };
 
 // Which transport produced a descriptor. A descriptor can only be used by an engine whose

@@ -34,6 +34,7 @@
 #include "fabric_lib/memory.h"
 #include "fabric_lib/requests.h"
 #include "fabric_lib/status.h"
+#include "fabric_lib/uvm_watcher.h"
 
 namespace fabric_lib {
 
@@ -127,8 +128,11 @@ class TransferEngine {
   std::string provider() const;  // as resolved, e.g. "tcp;ofi_rxm"
 
   // --- memory -------------------------------------------------------------------------------
-  // Registers [ptr, ptr + length) on every domain of `group`. Host memory in this build;
-  // kCuda returns Unsupported unless the provider offers HMEM (see README).
+  // Registers [ptr, ptr + length) on every domain of `group`. `kind` says where the memory lives
+  // (kAuto: detect it with cudaPointerGetAttributes). GPU memory (kCuda) needs a CUDA build; on a
+  // provider without working FI_HMEM it can only be a local source (writes from it are staged
+  // through pinned host buffers): Access::kRemoteWrite is then Unsupported, with the reason and
+  // the alternatives (see memory.h and the README's "GPU" section).
   Result<MrRegistration> register_memory(void* ptr, size_t length, Access access,
                                          MemoryKind kind = MemoryKind::kHost, size_t group = 0);
   // Forgets a registration. New submits naming it fail with NotFound; the provider's
@@ -161,6 +165,15 @@ class TransferEngine {
 
   // --- imm counting -------------------------------------------------------------------------
   ImmCounter& imms();
+
+  // --- GPU progress (fabric_lib/uvm_watcher.h) ------------------------------------------------
+  // A 64-bit word in mapped pinned host memory that kernels write (device_ptr()) and the engine's
+  // watcher thread polls, calling `callback(old, new)` on every change it sees (see WatchCallback:
+  // it runs on the watcher thread, must be quick, may submit). The thread starts with the first
+  // watcher, pinned where TransferEngineBuilder::pin_watcher says; it polls continuously under
+  // IdlePolicy::kSpin, otherwise it sleeps between polls after a quiet spell. Unsupported without
+  // CUDA (build or device); Stopped after stop(), which also ends watching (the words stay valid).
+  Result<UvmWatcher> alloc_uvm_watcher(WatchCallback callback);
 
   // --- lifecycle ----------------------------------------------------------------------------
   // Completes every accepted, unfinished operation with Cancelled (and imm expectations too),
@@ -207,6 +220,8 @@ class TransferEngineBuilder {
   TransferEngineBuilder& group_interfaces(size_t group, std::vector<std::string> names);
   // Pins the worker of `group` to `cpu` (its domains are opened after pinning).
   TransferEngineBuilder& pin_worker(size_t group, int cpu);
+  // Pins the UVM watcher thread (alloc_uvm_watcher) to `cpu` (default: not pinned).
+  TransferEngineBuilder& pin_watcher(int cpu);
   TransferEngineBuilder& idle_policy(IdlePolicy policy);
   // Caps the WRs outstanding per domain (default: the provider's tx queue size).
   TransferEngineBuilder& max_inflight_per_domain(size_t n);
@@ -238,8 +253,8 @@ class TransferEngineBuilder {
   // One group per group of `topology` (detect_topology(), fabric_lib/topology.h) with
   // `nets_per_gpu` domains each: group g uses topology.group_interfaces(g) (domain i on entry
   // i % count, so a group with fewer NICs reuses them) and pins its worker to the group's
-  // worker_cpu. nets_per_gpu = 0 takes the smallest NIC count of any group (at least 1). A group
-  // without NICs keeps interfaces(). Replaces earlier groups / group_interfaces / pin_worker
+  // worker_cpu (and the UVM watcher thread to group 0's watcher_cpu). nets_per_gpu = 0 takes the
+  // smallest NIC count of any group (at least 1). A group without NICs keeps interfaces(). Replaces earlier groups / group_interfaces / pin_worker
   // settings; choose the provider separately (e.g. "efa" for the NICs detect_topology named).
   TransferEngineBuilder& from_topology(const Topology& topology, size_t nets_per_gpu);
 

@@ -109,4 +109,15 @@ ImmCounter::Observer observer_of(PyRefPtr cb) {
   return [cb = std::move(cb)](uint32_t imm) { run_python("imm", [&] { cb->get()(imm); }); };
 }
 
+WatchCallback watch_callback_of(PyRefPtr cb) {
+  return [cb = std::move(cb)](uint64_t old_value, uint64_t new_value) {
+    bool keep = true;
+    run_python("watcher", [&] {
+      py::object r = cb->get()(old_value, new_value);
+      if (!r.is_none()) keep = PyObject_IsTrue(r.ptr()) != 0;
+    });
+    return keep;
+  };
+}
+
 }  // namespace fabric_lib::python

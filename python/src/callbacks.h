@@ -38,6 +38,10 @@ RecvErrorCallback recv_error_callback_of(PyRefPtr on_error);
 // An imm observer calling cb(imm).
 ImmCounter::Observer observer_of(PyRefPtr cb);
 
+// A UVM watcher callback calling cb(old_value, new_value) with the GIL: False stops watching,
+// anything else (None included) keeps watching. An exception is logged and keeps watching.
+WatchCallback watch_callback_of(PyRefPtr cb);
+
 // With the GIL held and a Python exception set or given: logs it with its traceback through the
 // `fabric_lib` logger (Python's logging; stderr when unconfigured) and counts it.
 void report_callback_error(const std::string& where, py::error_already_set& e);

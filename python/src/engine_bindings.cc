@@ -151,6 +151,13 @@ void bind_engine(py::module_& m) {
            "expectation), or None when ``imm`` was unknown. Use it before reusing an imm value\n"
            "whose earlier imms might still arrive.")
       .def("imm_count", &E::imm_count, py::arg("imm"), "Imms of value ``imm`` arrived and not yet consumed.")
+      .def("alloc_scalar_watcher", &E::alloc_scalar_watcher, py::arg("callback"),
+           "The UVM watcher: returns a ScalarWatcher, a 64-bit word in mapped pinned host memory\n"
+           "(initially 0) that CUDA kernels write at ``.ptr`` (also from inside CUDA graphs). The\n"
+           "engine's watcher thread polls it and calls ``callback(old_value, new_value)`` on every\n"
+           "change it sees, with the GIL held; returning False stops watching. Keep callbacks short:\n"
+           "they run on the watcher thread (they may submit transfers). Raises UnsupportedError\n"
+           "without CUDA (build or device).")
       .def("stats", &E::stats, "Counters of the engine's activity (requests, work requests, imms, messages).")
       .def("stop", &E::stop,
            "Completes every accepted, unfinished operation and pending expectation with\n"

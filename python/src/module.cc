@@ -6,6 +6,7 @@
 #include "py_engine.h"
 #include "topology_bindings.h"
 #include "types.h"
+#include "watcher_bindings.h"
 
 namespace py = pybind11;
 
@@ -15,6 +16,7 @@ PYBIND11_MODULE(_fabric_lib, m) {
   fabric_lib::python::bind_types(m);
   fabric_lib::python::bind_topology(m);
   fabric_lib::python::bind_engine(m);
+  fabric_lib::python::bind_watchers(m);
   m.def("callback_error_count", &fabric_lib::python::callback_error_count,
         "How many exceptions user callbacks have raised (and the engine logged) in this process.");
   // Engines must stop while the interpreter can still run their callbacks.

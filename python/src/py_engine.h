@@ -96,6 +96,10 @@ class PyEngine {
   py::dict stats();
   void stop();
 
+  // GPU progress (watcher_bindings.cc): a ScalarWatcher whose callback(old, new) runs on the
+  // engine's watcher thread with the GIL.
+  py::object alloc_scalar_watcher(const py::object& callback);
+
   // Stops every engine still running (registered with atexit: callbacks need a live interpreter).
   static void stop_all_at_exit();
 

@@ -4,6 +4,9 @@
 
 #include "core/log.h"
 #include "core/peer_group_data.h"
+#include "gpu/memory_kind.h"
+#include "gpu/uvm_watcher_state.h"
+#include "gpu/watcher_hub.h"
 
 namespace fabric_lib::detail {
 namespace {
@@ -36,6 +39,17 @@ EngineCore::~EngineCore() {
     FL_LOG_ERROR("TransferEngine destroyed from its own callback thread; leaking the callback thread");
     shutdown_workers();
     (void)dispatcher_.release();
+    return;
+  }
+  bool on_watcher_thread = false;
+  {
+    std::lock_guard lock(watcher_mu_);
+    on_watcher_thread = watchers_ && watchers_->on_hub_thread();
+  }
+  if (on_watcher_thread) {  // stop() refuses there; the watcher thread is detached instead of joined
+    FL_LOG_ERROR("TransferEngine destroyed from a UVM watcher callback");
+    shutdown_workers();
+    dispatcher_->shutdown();
     return;
   }
   stop();
@@ -102,6 +116,9 @@ Result<MrRegistration> EngineCore::register_memory(void* ptr, size_t length, Acc
   if (ptr == nullptr) return invalid_argument("register_memory: null pointer");
   if (length == 0) return invalid_argument("register_memory: zero length");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
+  Result<MemoryKind> resolved = gpu::resolve_memory_kind(ptr, length, kind);  // kAuto detected, kCuda checked
+  if (!resolved.ok()) return resolved.status();
+  kind = *resolved;
   GroupWorker& worker = *workers_[group];
 
   auto entry = std::make_unique<MrEntry>();
@@ -429,11 +446,45 @@ Status EngineCore::forget_peer(const MrDesc& desc, size_t group) {
   });
 }
 
+// --- GPU progress -----------------------------------------------------------------------------
+
+Result<UvmWatcher> EngineCore::alloc_uvm_watcher(WatchCallback callback) {
+  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (!callback) return invalid_argument("alloc_uvm_watcher: no callback");
+  Result<MappedWord> word = alloc_mapped_word();
+  if (!word.ok()) return word.status();
+  std::shared_ptr<gpu::WatcherHub> hub;
+  {
+    std::lock_guard lock(watcher_mu_);
+    if (!accepting_.load()) return fabric_lib::stopped("engine stopped");  // stop() may have passed already
+    if (!watchers_) {
+      gpu::WatcherHub::Options o;
+      o.cpu = options_.watcher_cpu;
+      o.spin = options_.idle_policy == IdlePolicy::kSpin;
+      watchers_ = gpu::WatcherHub::create(o);
+    }
+    hub = watchers_;
+  }
+  Result<uint64_t> id = hub->watch(word->host_ptr(), std::move(callback));
+  if (!id.ok()) return id.status();
+  auto state = std::make_unique<UvmWatcherState>();
+  state->word = std::move(word).value();
+  state->hub = std::move(hub);
+  state->id = *id;
+  return UvmWatcher(std::move(state));
+}
+
 // --- lifecycle --------------------------------------------------------------------------------
 
 Status EngineCore::stop() {
   if (dispatcher_->on_callback_thread()) {
     return Status(ErrorCode::kFailedPrecondition, "stop() cannot be called from a completion callback");
+  }
+  {
+    std::lock_guard lock(watcher_mu_);
+    if (watchers_ && watchers_->on_hub_thread()) {
+      return Status(ErrorCode::kFailedPrecondition, "stop() cannot be called from a UVM watcher callback");
+    }
   }
   std::lock_guard lock(stop_mu_);
   if (stopped_.load()) return ok_status();
@@ -445,6 +496,14 @@ Status EngineCore::stop() {
 
 void EngineCore::shutdown_workers() {
   accepting_.store(false, std::memory_order_seq_cst);
+  std::shared_ptr<gpu::WatcherHub> hub;
+  {
+    std::lock_guard lock(watcher_mu_);
+    hub = watchers_;
+  }
+  // Watcher callbacks submit: end them first (a running one finishes; later submits fail). Not
+  // under watcher_mu_: a running callback may be allocating a watcher.
+  if (hub) hub->stop();
   while (active_submits_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   for (auto& worker : workers_) worker->stop();
   imms_->shutdown(cancelled("engine stopped"));

@@ -13,6 +13,10 @@
 #include "core/mr_registry.h"
 #include "fabric_lib/transfer_engine.h"
 
+namespace fabric_lib::gpu {
+class WatcherHub;
+}
+
 namespace fabric_lib::detail {
 
 class EngineCore {
@@ -43,6 +47,7 @@ class EngineCore {
   Status forget_peer(const MrDesc& desc, size_t group);
 
   ImmCounter& imms() { return *imms_; }
+  Result<UvmWatcher> alloc_uvm_watcher(WatchCallback callback);
   Status stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
   bool on_callback_thread() const { return dispatcher_ && dispatcher_->on_callback_thread(); }
@@ -83,6 +88,9 @@ class EngineCore {
   StatCounters stats_;
   std::vector<std::unique_ptr<GroupWorker>> workers_;
   std::atomic<uint64_t> next_transfer_id_{1};
+  // The UVM watcher thread's owner, made with the first watcher (gpu/watcher_hub.h).
+  std::mutex watcher_mu_;
+  std::shared_ptr<gpu::WatcherHub> watchers_;
 
   std::atomic<bool> accepting_{false};
   std::atomic<int> active_submits_{0};

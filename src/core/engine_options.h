@@ -20,6 +20,7 @@ struct TransferEngineBuilder::Options {
   std::vector<std::string> interfaces;
   std::map<size_t, std::vector<std::string>> group_interfaces;
   std::map<size_t, int> worker_cpus;
+  int watcher_cpu = -1;  // -1: the UVM watcher thread is not pinned
   IdlePolicy idle_policy = IdlePolicy::kAdaptive;
   size_t max_inflight_per_domain = 0;  // 0 = provider's
   size_t max_message_bytes = 64 * 1024;

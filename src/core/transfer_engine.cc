@@ -57,6 +57,9 @@ Result<PeerGroup> TransferEngine::add_peer_group(std::span<const MrDesc> peers, 
 Status TransferEngine::forget_peer(const MrDesc& desc, size_t group) { return core_->forget_peer(desc, group); }
 
 ImmCounter& TransferEngine::imms() { return core_->imms(); }
+Result<UvmWatcher> TransferEngine::alloc_uvm_watcher(WatchCallback callback) {
+  return core_->alloc_uvm_watcher(std::move(callback));
+}
 Status TransferEngine::stop() { return core_->stop(); }
 bool TransferEngine::stopped() const { return core_->stopped(); }
 bool TransferEngine::on_callback_thread() const { return core_->on_callback_thread(); }

@@ -44,6 +44,10 @@ TransferEngineBuilder& TransferEngineBuilder::pin_worker(size_t group, int cpu) 
   options_->worker_cpus[group] = cpu;
   return *this;
 }
+TransferEngineBuilder& TransferEngineBuilder::pin_watcher(int cpu) {
+  options_->watcher_cpu = cpu;
+  return *this;
+}
 TransferEngineBuilder& TransferEngineBuilder::idle_policy(IdlePolicy policy) {
   options_->idle_policy = policy;
   return *this;
@@ -101,6 +105,7 @@ TransferEngineBuilder& TransferEngineBuilder::from_topology(const Topology& topo
     if (!names.empty()) group_interfaces(g, std::move(names));
     if (topology.groups[g].worker_cpu >= 0) pin_worker(g, topology.groups[g].worker_cpu);
   }
+  if (topology.groups[0].watcher_cpu >= 0) pin_watcher(topology.groups[0].watcher_cpu);
   return *this;
 }
 TransferEngineBuilder& TransferEngineBuilder::simulate_unordered_network(uint64_t seed) {
@@ -126,6 +131,10 @@ Status validate(const TransferEngineBuilder::Options& o) {
       return invalid_argument("pin_worker: CPU " + std::to_string(cpu) + " does not exist (" + std::to_string(cpus) +
                               " CPUs)");
     }
+  }
+  if (o.watcher_cpu < -1 || o.watcher_cpu >= cpus) {
+    return invalid_argument("pin_watcher: CPU " + std::to_string(o.watcher_cpu) + " does not exist (" +
+                            std::to_string(cpus) + " CPUs)");
   }
   auto has_empty = [](const std::vector<std::string>& names) {
     for (const auto& n : names) {

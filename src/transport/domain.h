@@ -27,6 +27,9 @@ struct DomainInfo {
   size_t max_inflight = 0;        // WRs that may be outstanding at once (post returns kAgain beyond)
   uint64_t max_msg_bytes = 0;     // largest single WRITE/SEND
   bool delivery_complete = false; // a WRITE's local completion means the target has the data
+  // The provider reports FI_HMEM: it may register GPU memory (kCuda). Whether it really can is
+  // known at the first such registration (Debian's shm reports FI_HMEM without CUDA support).
+  bool hmem = false;
 };
 
 // Opaque handle of a peer inserted into the domain's address vector.
@@ -80,6 +83,8 @@ enum class EventKind : uint8_t {
   kRecvDone,      // a message landed in a posted receive (context = RecvWr::context, length set)
   kImm,           // a remote WRITE with imm landed here (imm set; context unused)
   kRemoteError,   // an error without a local operation (logged by the worker)
+  kControlSendDone,  // local completion of a control message (liveness probe)
+  kControlRecvDone,  // a control message landed in a posted control buffer
 };
 
 struct Event {
@@ -107,6 +112,18 @@ class Domain {
   virtual PostResult post_write(const WriteWr& wr, Status* error) = 0;
   virtual PostResult post_send(const SendWr& wr, Status* error) = 0;
   virtual PostResult post_recv(const RecvWr& wr, Status* error) = 0;
+
+  // Control messages (the liveness probe): a channel separate from post_send/post_recv, so they
+  // never land in the application's receive buffers. Optional: supports_control() says.
+  virtual bool supports_control() const { return false; }
+  virtual PostResult post_control_send(const SendWr& wr, Status* error) {
+    if (error) *error = unsupported("control messages");
+    return PostResult::kFailed;
+  }
+  virtual PostResult post_control_recv(const RecvWr& wr, Status* error) {
+    if (error) *error = unsupported("control messages");
+    return PostResult::kFailed;
+  }
 
   // Appends up to `max` events; returns how many were appended. Also drives the provider's
   // progress, so it must be called regularly even when nothing is outstanding.

@@ -1,18 +1,43 @@
 #include "transport/domain_factory.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "gpu/memory_kind.h"
 #include "transport/libfabric/fabric_info.h"
 #include "transport/libfabric/libfabric_domain.h"
 #include "transport/reorder/reordering_domain.h"
+#if FABRIC_LIB_HAVE_CUDA
+#include "gpu/cuda_copy_engine.h"
+#include "gpu/staging_domain.h"
+#endif
 
 namespace fabric_lib::transport {
+namespace {
+
+// CUDA builds ask providers for FI_HMEM unless FABRIC_LIB_HMEM=0 (then GPU sources are staged).
+bool want_hmem() {
+  if (!gpu::kHaveCuda) return false;
+  const char* env = std::getenv("FABRIC_LIB_HMEM");
+  return !(env && std::strcmp(env, "0") == 0);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Domain>> open_domain(const DomainSpec& spec) {
   libfabric::LibfabricDomainOptions options;
   options.provider = spec.provider;
   options.interface_name = spec.interface_name;
+  options.want_hmem = want_hmem();
   Result<std::unique_ptr<libfabric::LibfabricDomain>> opened = libfabric::LibfabricDomain::open(options);
   if (!opened.ok()) return opened.status();
   std::unique_ptr<Domain> domain = std::move(opened).value();
+#if FABRIC_LIB_HAVE_CUDA
+  // Every libfabric domain of a CUDA build: a provider reporting FI_HMEM may still turn GPU memory
+  // down at registration (Debian's shm does), and the decorator then stages. Host traffic passes
+  // straight through; bounce buffers are allocated at the first staged registration only.
+  domain = std::make_unique<gpu::StagingDomain>(std::move(domain), gpu::cuda_copy_engine_factory());
+#endif
   if (spec.reorder_seed != 0) domain = std::make_unique<ReorderingDomain>(std::move(domain), spec.reorder_seed);
   return domain;
 }

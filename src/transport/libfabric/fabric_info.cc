@@ -13,13 +13,19 @@ namespace {
 constexpr uint64_t kMrModesWeHandle =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 
-FiInfoPtr make_hints(const std::string& provider, bool delivery_complete) {
+FiInfoPtr make_hints(const std::string& provider, bool delivery_complete, bool tagged, bool hmem) {
   FiInfoPtr hints(fi_allocinfo());
   if (!hints) return hints;
   hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
+  // FI_TAGGED carries the liveness probe's control messages, apart from application sends.
+  hints->caps = FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_SEND | FI_RECV | (tagged ? FI_TAGGED : 0);
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->domain_attr->mr_mode = static_cast<int>(kMrModesWeHandle);
+  if (hmem) {
+    // GPU memory registration (FI_HMEM_CUDA); FI_MR_HMEM: we register every buffer we use anyway.
+    hints->caps |= FI_HMEM;
+    hints->domain_attr->mr_mode |= FI_MR_HMEM;
+  }
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   if (delivery_complete) hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
   // fi_freeinfo frees this with free().
@@ -39,8 +45,8 @@ bool usable(const fi_info* info) {
          (info->caps & (FI_RMA | FI_MSG)) == (FI_RMA | FI_MSG);
 }
 
-Result<FiInfoPtr> getinfo(const std::string& provider, bool delivery_complete) {
-  FiInfoPtr hints = make_hints(provider, delivery_complete);
+Result<FiInfoPtr> getinfo(const std::string& provider, bool delivery_complete, bool tagged, bool hmem = false) {
+  FiInfoPtr hints = make_hints(provider, delivery_complete, tagged, hmem);
   if (!hints) return resource_exhausted("fi_allocinfo failed");
   fi_info* list = nullptr;
   int ret = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints.get(), &list);
@@ -55,10 +61,27 @@ Status provider_error(const char* call, int ret) {
   return Status(ErrorCode::kProviderError, std::string(call) + ": " + fi_strerror(code) + " (" + std::to_string(ret) + ")");
 }
 
-Result<FiInfoPtr> select_fi_info(const std::string& provider, const std::string& interface_name) {
+Result<FiInfoPtr> select_fi_info(const std::string& provider, const std::string& interface_name, bool want_hmem) {
   if (provider.empty()) return invalid_argument("empty provider name");
-  Result<FiInfoPtr> list = getinfo(provider, /*delivery_complete=*/true);
-  if (!list.ok()) list = getinfo(provider, /*delivery_complete=*/false);
+  if (want_hmem) {
+    // Providers without FI_HMEM answer -FI_ENODATA: then the plain selection below decides.
+    Result<FiInfoPtr> hmem = getinfo(provider, /*delivery_complete=*/true, /*tagged=*/true, /*hmem=*/true);
+    if (!hmem.ok()) hmem = getinfo(provider, /*delivery_complete=*/false, /*tagged=*/true, /*hmem=*/true);
+    if (!hmem.ok()) hmem = getinfo(provider, /*delivery_complete=*/false, /*tagged=*/false, /*hmem=*/true);
+    if (hmem.ok()) {
+      for (fi_info* info = hmem->get(); info; info = info->next) {
+        if (!usable(info) || !matches_interface(info, interface_name) || !(info->caps & FI_HMEM)) continue;
+        FiInfoPtr copy(fi_dupinfo(info));
+        if (!copy) return resource_exhausted("fi_dupinfo failed");
+        return copy;
+      }
+    }
+  }
+  // Preferred first: delivery-complete writes, and tagged messages for the liveness probe.
+  Result<FiInfoPtr> list = getinfo(provider, /*delivery_complete=*/true, /*tagged=*/true);
+  if (!list.ok()) list = getinfo(provider, true, false);
+  if (!list.ok()) list = getinfo(provider, false, true);
+  if (!list.ok()) list = getinfo(provider, false, false);
   if (!list.ok()) {
     return Status(list.status().code(), "provider '" + provider + "' offers no FI_EP_RDM endpoint with FI_MSG+FI_RMA (" +
                                             list.status().message() + ")");
@@ -80,7 +103,7 @@ Result<FiInfoPtr> select_fi_info(const std::string& provider, const std::string&
 }
 
 Result<std::vector<std::string>> list_domain_names(const std::string& provider) {
-  Result<FiInfoPtr> list = getinfo(provider, false);
+  Result<FiInfoPtr> list = getinfo(provider, false, false);
   if (!list.ok()) return list.status();
   std::vector<std::string> names;
   for (fi_info* info = list->get(); info; info = info->next) {

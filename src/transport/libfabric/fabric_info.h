@@ -25,8 +25,9 @@ Status provider_error(const char* call, int ret);
 // Returns a copy of the fi_info to open for `provider` (any libfabric provider string) on the
 // domain or fabric named `interface_name` (empty: the provider's first suitable domain).
 // Requires FI_EP_RDM + FI_MSG + FI_RMA + remote CQ data of >= 4 bytes; asks for delivery-complete
-// writes and falls back without them.
-Result<FiInfoPtr> select_fi_info(const std::string& provider, const std::string& interface_name);
+// writes and falls back without them. With `want_hmem`, first asks for FI_HMEM (GPU memory
+// registration) and falls back to a plain endpoint when the provider has none for that domain.
+Result<FiInfoPtr> select_fi_info(const std::string& provider, const std::string& interface_name, bool want_hmem = false);
 
 // The distinct domain names the provider offers, in its order (used for default NIC selection).
 Result<std::vector<std::string>> list_domain_names(const std::string& provider);

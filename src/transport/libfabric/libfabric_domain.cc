@@ -4,15 +4,23 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/log.h"
+#include "gpu/memory_kind.h"
 
 namespace fabric_lib::transport::libfabric {
 namespace {
+
+// The tag of control messages; application sends are untagged, so the two never mix.
+constexpr uint64_t kControlTag = 0xF1AB'C0DE'0000'0001ull;
+uint64_t detail_control_tag() { return kControlTag; }
 
 constexpr size_t kScratchBytes = 64;
 // Peers' addresses are copied into a zero-padded buffer before fi_av_insert: providers parse
@@ -49,7 +57,7 @@ Result<std::unique_ptr<LibfabricDomain>> LibfabricDomain::open(const LibfabricDo
 
 Status LibfabricDomain::open_resources(const LibfabricDomainOptions& options) {
   set_provider_environment(options.provider);
-  Result<FiInfoPtr> selected = select_fi_info(options.provider, options.interface_name);
+  Result<FiInfoPtr> selected = select_fi_info(options.provider, options.interface_name, options.want_hmem);
   if (!selected.ok()) return selected.status();
   fi_ = std::move(selected).value();
   mr_mode_ = static_cast<uint64_t>(fi_->domain_attr->mr_mode);
@@ -107,6 +115,8 @@ Status LibfabricDomain::open_resources(const LibfabricDomainOptions& options) {
   info_.max_inflight = fi_->tx_attr->size > 0 ? fi_->tx_attr->size : 256;
   info_.max_msg_bytes = fi_->ep_attr->max_msg_size;
   info_.delivery_complete = (fi_->tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
+  info_.hmem = (fi_->caps & FI_HMEM) != 0;
+  tagged_ = (fi_->caps & FI_TAGGED) != 0;
   for (const char* p : {"tcp", "sockets", "udp", "net"}) {
     if (info_.provider.rfind(p, 0) == 0) socket_provider_ = true;
   }
@@ -116,15 +126,16 @@ Status LibfabricDomain::open_resources(const LibfabricDomainOptions& options) {
   if (!scratch.ok()) return scratch.status();
   scratch_mr_ = *scratch;
 
-  FL_LOG_DEBUG("opened libfabric domain {} on {} ({}), mr_mode=0x{:x}, tx={}, wait_fd={}, delivery_complete={}",
+  FL_LOG_DEBUG("opened libfabric domain {} on {} ({}), mr_mode=0x{:x}, tx={}, wait_fd={}, delivery_complete={}, hmem={}",
                info_.provider, info_.name, info_.fabric, mr_mode_, info_.max_inflight, wait_fd_,
-               info_.delivery_complete);
+               info_.delivery_complete, info_.hmem);
   return ok_status();
 }
 
 LibfabricDomain::~LibfabricDomain() {
   close_fid(ep_ ? &ep_->fid : nullptr, "ep");
   for (auto& [id, mr] : mrs_) close_fid(&mr->fid, "mr");
+  for (auto& [id, fd] : dmabuf_fds_) close(fd);
   close_fid(av_ ? &av_->fid : nullptr, "av");
   close_fid(cq_ ? &cq_->fid : nullptr, "cq");
   close_fid(domain_ ? &domain_->fid : nullptr, "domain");
@@ -132,8 +143,14 @@ LibfabricDomain::~LibfabricDomain() {
 }
 
 Result<DomainMr> LibfabricDomain::register_memory(void* ptr, size_t length, Access access, MemoryKind kind) {
-  if (kind != MemoryKind::kHost) {
-    return unsupported("provider " + info_.provider + " in this build registers host memory only");
+  if (kind != MemoryKind::kHost && kind != MemoryKind::kCuda) {
+    return invalid_argument("domain registration takes host or CUDA memory (resolve kAuto first)");
+  }
+  if (kind == MemoryKind::kCuda && !gpu::kHaveCuda) {
+    return unsupported("GPU memory needs a CUDA build of fabric-lib (this one was built with FABRIC_LIB_CUDA=OFF or without nvcc)");
+  }
+  if (kind == MemoryKind::kCuda && !info_.hmem) {
+    return unsupported("provider " + info_.provider + " does not report FI_HMEM: it cannot register GPU memory");
   }
   const uint64_t id = next_mr_id_++;
   iovec iov{ptr, length};
@@ -144,13 +161,24 @@ Result<DomainMr> LibfabricDomain::register_memory(void* ptr, size_t length, Acce
   attr.requested_key = (mr_mode_ & FI_MR_PROV_KEY) ? 0 : id;
   attr.iface = FI_HMEM_SYSTEM;
   fid_mr* mr = nullptr;
-  int ret = fi_mr_regattr(domain_, &attr, 0, &mr);
-  if (ret) return provider_error("fi_mr_regattr", ret);
+  if (kind == MemoryKind::kCuda) {
+    Result<fid_mr*> registered = register_cuda(ptr, length, attr, id);
+    if (!registered.ok()) return registered.status();
+    mr = *registered;
+  } else {
+    int ret = fi_mr_regattr(domain_, &attr, 0, &mr);
+    if (ret) return provider_error("fi_mr_regattr", ret);
+  }
+  int ret = 0;
   if (mr_mode_ & FI_MR_ENDPOINT) {
     ret = fi_mr_bind(mr, &ep_->fid, 0);
     if (ret == 0) ret = fi_mr_enable(mr);
     if (ret) {
       close_fid(&mr->fid, "mr");
+      if (auto fd = dmabuf_fds_.find(id); fd != dmabuf_fds_.end()) {
+        close(fd->second);
+        dmabuf_fds_.erase(fd);
+      }
       return provider_error("fi_mr_bind/fi_mr_enable", ret);
     }
   }
@@ -163,11 +191,62 @@ Result<DomainMr> LibfabricDomain::register_memory(void* ptr, size_t length, Acce
   return out;
 }
 
+Result<fid_mr*> LibfabricDomain::register_cuda(void* ptr, size_t length, fi_mr_attr& attr, uint64_t id) {
+  // Preconditions the provider would report less clearly: device memory, and which device.
+  int device = -1;
+  Result<MemoryKind> kind = gpu::resolve_memory_kind(ptr, length, MemoryKind::kCuda, &device);
+  if (!kind.ok()) return kind.status();
+  attr.iface = FI_HMEM_CUDA;
+  attr.device.cuda = device;
+  fid_mr* mr = nullptr;
+  int ret = -FI_ENOSYS;
+#if defined(FI_MR_DMABUF)
+  // libfabric >= 1.20: register through a dma-buf of the GPU range (the kernel's peer-to-peer
+  // path, no nvidia-peermem needed). Any refusal falls back to plain HMEM registration below.
+  if (!dmabuf_refused_) {
+    Result<gpu::DmabufRange> range = gpu::export_dmabuf(ptr, length, device);
+    if (range.ok()) {
+      fi_mr_dmabuf dmabuf{};
+      dmabuf.fd = range->fd;
+      dmabuf.offset = range->offset;
+      dmabuf.len = range->length;
+      dmabuf.base_addr = range->base;  // registered addresses: base_addr + offset .. (= ptr ..)
+      fi_mr_attr dattr = attr;
+      dattr.dmabuf = &dmabuf;
+      ret = fi_mr_regattr(domain_, &dattr, FI_MR_DMABUF, &mr);
+      if (ret == 0) {
+        dmabuf_fds_.emplace(id, range->fd);
+        return mr;
+      }
+      close(range->fd);
+      FL_LOG_INFO("provider {}: dma-buf registration of GPU memory failed ({}); using plain FI_HMEM_CUDA", info_.provider,
+                  fi_strerror(-ret));
+    } else {
+      FL_LOG_INFO("no dma-buf for GPU memory ({}); using plain FI_HMEM_CUDA", range.status().message());
+    }
+    dmabuf_refused_ = true;
+  }
+#endif
+  ret = fi_mr_regattr(domain_, &attr, 0, &mr);
+  if (ret == 0) return mr;
+  if (ret == -FI_ENOSYS || ret == -FI_EOPNOTSUPP || ret == -FI_ENODATA) {
+    // e.g. Debian's libfabric: shm reports FI_HMEM, but its CUDA interface was not built in.
+    return unsupported("provider " + info_.provider + " reports FI_HMEM but cannot register CUDA memory (" +
+                       provider_error("fi_mr_regattr(FI_HMEM_CUDA)", ret).message() +
+                       "); this libfabric was probably built without CUDA support");
+  }
+  return provider_error("fi_mr_regattr(FI_HMEM_CUDA)", ret);
+}
+
 void LibfabricDomain::unregister_memory(uint64_t mr_id) {
   auto it = mrs_.find(mr_id);
   if (it == mrs_.end()) return;
   close_fid(&it->second->fid, "mr");
   mrs_.erase(it);
+  if (auto fd = dmabuf_fds_.find(mr_id); fd != dmabuf_fds_.end()) {
+    close(fd->second);
+    dmabuf_fds_.erase(fd);
+  }
 }
 
 Result<PeerHandle> LibfabricDomain::add_peer(std::span<const uint8_t> address) {
@@ -268,6 +347,18 @@ bool LibfabricDomain::is_connection_error(int err, int prov_errno) const {
   // Socket-based providers report the socket's errno as the provider errno (e.g. tcp cancels the
   // WRs of a broken connection with FI_ECANCELED / ENOTCONN).
   return connection(err) || (socket_provider_ && connection(prov_errno));
+}
+
+PostResult LibfabricDomain::post_control_send(const SendWr& wr, Status* error) {
+  OpContext* ctx = contexts_.acquire(EventKind::kControlSendDone, wr.context);
+  ssize_t ret = fi_tsend(ep_, wr.buf, wr.length, wr.desc, wr.peer, detail_control_tag(), ctx);
+  return classify(static_cast<int>(ret), ctx, "fi_tsend", error);
+}
+
+PostResult LibfabricDomain::post_control_recv(const RecvWr& wr, Status* error) {
+  OpContext* ctx = contexts_.acquire(EventKind::kControlRecvDone, wr.context);
+  ssize_t ret = fi_trecv(ep_, wr.buf, wr.length, wr.desc, FI_ADDR_UNSPEC, detail_control_tag(), 0, ctx);
+  return classify(static_cast<int>(ret), ctx, "fi_trecv", error);
 }
 
 void LibfabricDomain::read_error(std::vector<Event>& out) {

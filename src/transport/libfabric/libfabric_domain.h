@@ -21,6 +21,7 @@ struct LibfabricDomainOptions {
   std::string interface_name;  // domain or fabric name; empty = the provider's first
   size_t cq_size = 16384;
   bool want_wait_fd = true;    // ask for an FI_WAIT_FD completion queue (falls back without)
+  bool want_hmem = false;      // ask for FI_HMEM (GPU memory registration; falls back without)
 };
 
 class LibfabricDomain final : public Domain {
@@ -41,6 +42,9 @@ class LibfabricDomain final : public Domain {
   PostResult post_send(const SendWr& wr, Status* error) override;
   PostResult post_recv(const RecvWr& wr, Status* error) override;
   size_t poll(std::vector<Event>& out, size_t max) override;
+  bool supports_control() const override { return tagged_; }
+  PostResult post_control_send(const SendWr& wr, Status* error) override;
+  PostResult post_control_recv(const RecvWr& wr, Status* error) override;
 
   int wait_fd() const override { return wait_fd_; }
   bool ready_to_block() override;
@@ -51,6 +55,8 @@ class LibfabricDomain final : public Domain {
   PostResult classify(int ret, OpContext* ctx, const char* call, Status* error);
   void read_error(std::vector<Event>& out);
   bool is_connection_error(int err, int prov_errno) const;
+  // GPU memory through FI_HMEM_CUDA (dma-buf where libfabric and the driver have it).
+  Result<fid_mr*> register_cuda(void* ptr, size_t length, fi_mr_attr& attr, uint64_t id);
 
   FiInfoPtr fi_;
   fid_fabric* fabric_ = nullptr;
@@ -61,10 +67,13 @@ class LibfabricDomain final : public Domain {
   int wait_fd_ = -1;
   uint64_t mr_mode_ = 0;
   bool socket_provider_ = false;
+  bool tagged_ = false;  // FI_TAGGED granted: control messages use tagged sends
   DomainInfo info_;
   std::vector<uint8_t> address_;
   OpContextPool contexts_;
   std::unordered_map<uint64_t, fid_mr*> mrs_;
+  std::unordered_map<uint64_t, int> dmabuf_fds_;  // kept open while their registration lives
+  bool dmabuf_refused_ = false;                   // the driver or provider said no once: plain HMEM
   uint64_t next_mr_id_ = 1;
   // Source of imm-only (zero-length) writes: some providers (EFA) want a valid descriptor.
   std::unique_ptr<uint8_t[]> scratch_;

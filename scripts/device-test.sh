@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# GPU tests and benchmarks on the GPU machine (one H200, 16 cores, CUDA 13, Python 3.12 with torch,
+# pip pybind11; no libfabric, no network). Unpacks the Debian packages carried in .deb/ into a
+# private prefix (scripts/device-common.sh), builds with FABRIC_LIB_CUDA=ON (tests and the Python
+# extension), then runs:
+#   cpu     the unit tests and the 1-domain integration tests (a quick check of the CPU paths in a
+#           CUDA build on this machine),
+#   device  tests/device/device_tests: UVM watcher (direct and CUDA graph), GPU flags with a peer
+#           process over tcp, GPU memory detection, staged writes over tcp and shm, refusals,
+#   bench   the watcher round-trip latency (vs a raw CPU spinner, direct and graph) and staged
+#           GPU-source write bandwidth vs host-source writes over tcp and shm,
+#   python  tests/device/python (a torch kernel bumps alloc_scalar_watcher's word, in and out of a
+#           CUDA graph; Python callback latency by the same GPU-timed round trip) and
+#           tests/python/test_gpu_words.py.
+#
+# The lead runs it through the device tool with carry [".deb"]:   bash scripts/device-test.sh
+# (.deb/ is filled as scripts/device-common.sh's header says.) About 4-5 minutes on 16 cores.
+#
+# Writes into $OUT (8 files): summary.txt (one line per step: ok/FAILED and seconds, then the
+# benchmark tables), env.txt (machine, GPU, compilers, python packages), build.log, ctest-cpu.log,
+# device-tests.log (gtest and pytest output), bench.txt (benchmark tables and progress),
+# watcher_latency.csv (C++ and Python rows), staged_bandwidth.csv.
+#
+# Environment: OUT (default ./device-out), PYTHON (default python3), FABRIC_LIB_DEPS_PREFIX and
+# FABRIC_LIB_BUILD_DIR (scratch under /tmp), FABRIC_LIB_DEVICE_STEPS (default "cpu device bench
+# python"; any subset), FABRIC_LIB_BENCH_WATCHER_CPU (pin the watcher thread in the benchmark).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/device-out}
+prefix=${FABRIC_LIB_DEPS_PREFIX:-/tmp/fabric-lib-deps}
+build=${FABRIC_LIB_BUILD_DIR:-/tmp/fabric-lib-gpu-build}
+py=${PYTHON:-$(command -v python3)}
+steps=${FABRIC_LIB_DEVICE_STEPS:-cpu device bench python}
+jobs=$(nproc)
+mkdir -p "$out"
+: >"$out/summary.txt"
+: >"$out/bench.txt"
+start=$(date +%s)
+rc=0
+stamp() { echo "[device-test +$(($(date +%s) - start))s] $*" | tee -a "$out/bench.txt" >&2; }
+result() {  # step, status, seconds
+  printf '%-14s %-8s %4ss\n' "$1" "$2" "$3" | tee -a "$out/summary.txt" >&2
+  [ "$2" = ok ] || rc=1
+}
+want() { [[ " $steps " == *" $1 "* ]]; }
+# NVLink multicast stays off on these machines (the workplace's rule), for anything started here.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONDONTWRITEBYTECODE=1
+
+# --- 1. Dependencies and machine ---------------------------------------------------------------
+# shellcheck source=device-common.sh
+source "$root/scripts/device-common.sh"
+if ! fabric_lib_unpack_debs "$root" "$prefix" >>"$out/build.log" 2>&1; then
+  tail -n 5 "$out/build.log" >&2
+  result unpack FAILED 0
+  exit 2
+fi
+[ -x /usr/local/cuda/bin/nvcc ] && export PATH=$PATH:/usr/local/cuda/bin
+{
+  echo "== machine"; uname -a; echo "cores: $jobs"
+  nvidia-smi 2>&1 | head -n 15 || echo "(no nvidia-smi)"
+  echo "== nvcc: $(nvcc --version 2>&1 | tail -n 2 | tr '\n' ' ')"
+  echo "== cmake: $(cmake --version | head -n1); compiler: $(c++ --version | head -n1)"
+  echo "== python: $py"
+  "$py" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1
+  "$py" -c 'import pybind11, pytest, numpy; print("pybind11", pybind11.__version__, "pytest", pytest.__version__, "numpy", numpy.__version__)' 2>&1
+} >"$out/env.txt" 2>&1
+
+# --- 2. Build (CUDA on, tests on, the Python extension for this python) -------------------------
+t0=$(date +%s)
+mapfile -t dep_args < <(fabric_lib_cmake_dep_args)
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+pybind11_dir=$("$py" -m pybind11 --cmakedir 2>/dev/null || true)
+{
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABRIC_LIB_CUDA=ON \
+    -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON -DFABRIC_LIB_PYTHON=ON -DPython3_EXECUTABLE="$py" \
+    ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
+    cmake --build "$build" -j"$jobs" --target unit_tests integration_tests device_tests fabric_device_kernels _fabric_lib
+} >>"$out/build.log" 2>&1
+if [ $? -ne 0 ]; then
+  tail -n 40 "$out/build.log" >&2
+  result build FAILED $(($(date +%s) - t0))
+  exit 1
+fi
+result build ok $(($(date +%s) - t0))
+device_tests=$build/tests/device/device_tests
+kernels_lib=$build/tests/device/libfabric_device_kernels.so
+
+# --- 3. CPU tests in this CUDA build --------------------------------------------------------------
+if want cpu; then
+  t0=$(date +%s)
+  stamp "ctest: unit + 1-domain integration"
+  # Every unit test; the integration matrix with 1 domain (the netns fault tests need privileges).
+  (cd "$build" && timeout 120 ctest -j"$jobs" --timeout 60 --output-on-failure -L unit) >"$out/ctest-cpu.log" 2>&1
+  status=$?
+  (cd "$build" && timeout 240 ctest -j"$jobs" --timeout 120 --output-on-failure -L integration -R '_1dom' -E 'CutTest') \
+    >>"$out/ctest-cpu.log" 2>&1
+  status=$((status | $?))
+  result ctest-cpu "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+  grep -E "tests passed|tests failed" "$out/ctest-cpu.log" | tee -a "$out/summary.txt" >&2
+fi
+
+# --- 4. GPU tests ---------------------------------------------------------------------------------
+if want device; then
+  t0=$(date +%s)
+  stamp "device_tests"
+  timeout 300 "$device_tests" --gtest_color=no >"$out/device-tests.log" 2>&1
+  status=$?
+  result device-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+  awk '/^\[==========\] .* ran/ { p = 1 } p' "$out/device-tests.log" | head -n 40 | tee -a "$out/summary.txt" >&2
+fi
+
+# --- 5. Benchmarks --------------------------------------------------------------------------------
+if want bench; then
+  t0=$(date +%s)
+  stamp "watcher latency"
+  echo "== UVM watcher round trips (GPU-timed; ns)" >>"$out/bench.txt"
+  timeout 120 "$device_tests" --bench-watcher "$out/watcher_latency.csv" >>"$out/bench.txt" 2>&1
+  status=$?
+  result bench-watcher "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+  t0=$(date +%s)
+  stamp "staged write bandwidth"
+  echo "== staged GPU-source writes vs host-source writes (GB/s)" >>"$out/bench.txt"
+  timeout 180 "$device_tests" --bench-staging "$out/staged_bandwidth.csv" >>"$out/bench.txt" 2>&1
+  status=$?
+  result bench-staging "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+fi
+
+# --- 6. Python on the GPU -------------------------------------------------------------------------
+if want python; then
+  t0=$(date +%s)
+  stamp "python GPU tests"
+  echo "== pytest tests/device/python tests/python/test_gpu_words.py" >>"$out/device-tests.log"
+  (cd "$out" && PYTHONPATH="$build/python" FABRIC_LIB_DEVICE_KERNELS="$kernels_lib" \
+    FABRIC_LIB_BENCH_CSV="$out/watcher_latency.csv" timeout 240 "$py" -m pytest -v -s -rA -p no:cacheprovider \
+    -o faulthandler_timeout=200 "$root/tests/device/python" "$root/tests/python/test_gpu_words.py") \
+    >>"$out/device-tests.log" 2>&1
+  status=$?
+  result python-gpu "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+  grep -E "\[info\] python watcher" "$out/device-tests.log" >>"$out/bench.txt"
+fi
+
+{
+  echo
+  echo "== benchmark tables (bench.txt has the progress too)"
+  grep -vE "^\[device-test" "$out/bench.txt"
+} >>"$out/summary.txt"
+stamp "done (exit $rc)"
+exit "$rc"
