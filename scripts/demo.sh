@@ -11,4 +11,5 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" >/dev/null
 exec "${FABRIC_LIB_BUILD_DIR:-$root/build}/tools/fabric-bench" --local --mode single,paged,imm \
-  --sizes 4KiB,64KiB,1MiB,16MiB --page-sizes 4KiB,16KiB,32KiB,64KiB --duration 0.25 --repeats 2 "$@"
+  --sizes 4KiB,64KiB,256KiB,1MiB,16MiB,64MiB --page-sizes 4KiB,16KiB,32KiB,64KiB --duration 0.2 --repeats 3 \
+  --latency-iterations 300 "$@"

@@ -93,8 +93,9 @@ void print_table(std::ostream& out, const std::vector<Row>& rows, const BenchOpt
   for (const Row& r : rows) {
     const std::string group = r.provider + ", " + domains_text(r.domains);
     if (group != last_group) {
-      out << "\n" << group << " (window " << options.window << ", " << options.pages_per_request
-          << " pages per paged request, " << format_size(options.scatter_bytes) << " per scatter peer)\n";
+      out << "\n" << group << " (window " << options.window << " requests, at most "
+          << format_size(options.max_inflight_bytes) << " in flight; " << options.pages_per_request
+          << " pages per paged request; " << format_size(options.scatter_bytes) << " per scatter peer)\n";
       out << padded("mode", 17, true) << padded("size", 10) << padded("engine Gbps", 13) << padded("raw Gbps", 10)
           << padded("ratio", 8) << padded("engine Mops", 13) << padded("raw Mops", 10) << padded("p50 us", 10)
           << padded("p99 us", 10) << "\n";

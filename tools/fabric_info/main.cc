@@ -15,7 +15,7 @@ namespace {
 std::string yes_no(bool b) { return b ? "yes" : "no"; }
 
 std::string size_text(uint64_t v) {
-  if (v == UINT64_MAX || v == SIZE_MAX) return "max";
+  if (v >= (1ull << 60)) return "max";  // providers report "unlimited" as values near 2^64
   if (v >= (1ull << 30) && v % (1ull << 30) == 0) return std::to_string(v >> 30) + "G";
   if (v >= (1ull << 20) && v % (1ull << 20) == 0) return std::to_string(v >> 20) + "M";
   if (v >= (1ull << 10) && v % (1ull << 10) == 0) return std::to_string(v >> 10) + "K";
