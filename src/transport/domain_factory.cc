@@ -6,6 +6,7 @@
 #include "gpu/memory_kind.h"
 #include "transport/libfabric/fabric_info.h"
 #include "transport/libfabric/libfabric_domain.h"
+#include "transport/nvlink/nvlink_factory.h"
 #include "transport/reorder/reordering_domain.h"
 #if FABRIC_LIB_HAVE_CUDA
 #include "gpu/cuda_copy_engine.h"
@@ -25,6 +26,11 @@ bool want_hmem() {
 }  // namespace
 
 Result<std::unique_ptr<Domain>> open_domain(const DomainSpec& spec) {
+  if (nvlink::is_nvlink_provider(spec.provider)) {  // same-host GPU<->GPU (and host) over CUDA IPC + shm
+    Result<std::unique_ptr<Domain>> nv = nvlink::open_nvlink_domain();
+    if (!nv.ok() || spec.reorder_seed == 0) return nv;
+    return std::unique_ptr<Domain>(std::make_unique<ReorderingDomain>(std::move(nv).value(), spec.reorder_seed));
+  }
   libfabric::LibfabricDomainOptions options;
   options.provider = spec.provider;
   options.interface_name = spec.interface_name;
@@ -43,6 +49,7 @@ Result<std::unique_ptr<Domain>> open_domain(const DomainSpec& spec) {
 }
 
 Result<std::vector<std::string>> default_interfaces(const std::string& provider) {
+  if (nvlink::is_nvlink_provider(provider)) return std::vector<std::string>{"nvlink"};  // no NICs: one name
   Result<std::vector<std::string>> names = libfabric::list_domain_names(provider);
   if (!names.ok()) return names.status();
   std::vector<std::string> chosen;

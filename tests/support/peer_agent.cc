@@ -44,6 +44,7 @@ std::vector<ProviderConfig> provider_matrix() {
     m.push_back({"shm" + suffix, "shm", "", d, 0});
     m.push_back({"udp_rxd" + suffix, "udp;ofi_rxd", "lo", d, 0});
     m.push_back({"tcp_reordered" + suffix, "tcp", "lo", d, 0x5eed + d});
+    m.push_back({"nvlink" + suffix, "nvlink", "", d, 0});  // host memory, copied with process_vm_writev
   }
   return m;
 }

@@ -27,13 +27,16 @@ struct ProviderConfig {
   uint64_t stall_timeout_ms = 0;  // != 0: the engine's stall_timeout (the agent's too)
 
   TransferEngineBuilder builder() const;
+  // Writes complete without the target process's CPU (nvlink: the writer copies into the
+  // target's memory itself, as an RDMA NIC would), so a paused (SIGSTOP) target holds none up.
+  bool writes_bypass_target_cpu() const { return provider == "nvlink"; }
 };
 
 // How GoogleTest prints a configuration in failure messages.
 inline void PrintTo(const ProviderConfig& c, std::ostream* os) { *os << c.name; }
 
-// The matrix of DESIGN.md section 8: tcp, shm, udp;ofi_rxd, and tcp under the reordering
-// wrapper, each with 1 and 4 domains per group.
+// The matrix of DESIGN.md section 8: tcp, shm, udp;ofi_rxd, tcp under the reordering wrapper,
+// and nvlink (on host memory), each with 1 and 4 domains per group.
 std::vector<ProviderConfig> provider_matrix();
 
 // Entry point of the agent process: argv after "--fabric-agent".

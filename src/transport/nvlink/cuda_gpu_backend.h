@@ -1,0 +1,41 @@
+// The nvlink domain's CUDA side (CUDA builds only): export with cudaIpcGetMemHandle on the base
+// of the cudaMalloc allocation holding a region (cuMemGetAddressRange; the region's offset in it
+// travels too, so sub-allocations from caching allocators such as PyTorch's work), import with
+// cudaIpcOpenMemHandle (the domain opens each remote allocation once per device and caches it),
+// and copies through IpcCopyEngine.
+//
+// Memory from the CUDA virtual memory API (cuMemCreate, e.g. PyTorch's expandable segments)
+// has no legacy IPC handle: registering it for remote writes fails with Unsupported.
+//
+// FABRIC_LIB_NVLINK_COPY=auto|memcpy|batch|kernel overrides how copies run (ipc_copy_engine.h).
+#pragma once
+
+#include <memory>
+
+#include "transport/nvlink/gpu_backend.h"
+#include "transport/nvlink/ipc_copy_engine.h"
+
+namespace fabric_lib::transport::nvlink {
+
+class CudaGpuBackend final : public GpuBackend {
+ public:
+  static Result<std::unique_ptr<GpuBackend>> create(IpcCopyEngine::Options options);
+  ~CudaGpuBackend() override = default;
+
+  Result<GpuExport> export_region(void* ptr, size_t length, bool for_peers) override;
+  Result<void*> open_import(const RegionInfo& region, int device) override;
+  void close_import(void* base, int device) override;
+  int default_device() const override { return default_device_; }
+  CopyEngine& copies() override { return copies_; }
+
+ private:
+  explicit CudaGpuBackend(IpcCopyEngine::Options options) : copies_(options) {}
+
+  IpcCopyEngine copies_;
+  int default_device_ = -1;
+};
+
+// The factory the domain factory hands to nvlink domains (reads FABRIC_LIB_NVLINK_COPY).
+GpuBackendFactory cuda_gpu_backend_factory();
+
+}  // namespace fabric_lib::transport::nvlink

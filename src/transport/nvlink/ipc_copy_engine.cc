@@ -1,0 +1,234 @@
+#include "transport/nvlink/ipc_copy_engine.h"
+
+#include <cstring>
+
+#include "gpu/cuda_status.h"
+#include "transport/nvlink/page_copy_kernel.h"
+
+namespace fabric_lib::transport::nvlink {
+
+bool parse_gpu_copy_mode(const char* text, GpuCopyMode* out) {
+  if (!text) return false;
+  const struct {
+    const char* name;
+    GpuCopyMode mode;
+  } kModes[] = {{"auto", GpuCopyMode::kAuto}, {"memcpy", GpuCopyMode::kMemcpy}, {"batch", GpuCopyMode::kBatch},
+                {"kernel", GpuCopyMode::kKernel}};
+  for (const auto& m : kModes) {
+    if (std::strcmp(text, m.name) == 0) {
+      *out = m.mode;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* gpu_copy_mode_name(GpuCopyMode mode) {
+  switch (mode) {
+    case GpuCopyMode::kAuto: return "auto";
+    case GpuCopyMode::kMemcpy: return "memcpy";
+    case GpuCopyMode::kBatch: return "batch";
+    case GpuCopyMode::kKernel: return "kernel";
+  }
+  return "?";
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+  if (previous_ != device) status_ = cudaSetDevice(device);
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0 && status_ == cudaSuccess) cudaSetDevice(previous_);
+}
+
+IpcCopyEngine::~IpcCopyEngine() {
+  drain();
+  for (auto& [device, d] : devices_) {
+    DeviceGuard guard(device);
+    for (StreamState& s : d.streams) cudaStreamDestroy(s.stream);
+  }
+  for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+}
+
+Result<IpcCopyEngine::DeviceState*> IpcCopyEngine::device_state(int device) {
+  auto it = devices_.find(device);
+  if (it != devices_.end()) return &it->second;
+  DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess) return gpu::cuda_status("cudaSetDevice", guard.status());
+  DeviceState d;
+  for (size_t i = 0; i < std::max<size_t>(1, options_.streams_per_device); ++i) {
+    StreamState s;
+    // Non-blocking: never wait for (or hold up) the application's work on the legacy stream.
+    const cudaError_t e = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      for (StreamState& made : d.streams) cudaStreamDestroy(made.stream);
+      return gpu::cuda_status("cudaStreamCreateWithFlags", e);
+    }
+    d.streams.push_back(std::move(s));
+  }
+  return &devices_.emplace(device, std::move(d)).first->second;
+}
+
+PostResult IpcCopyEngine::submit(const CopyRequest& r, Status* error) {
+  if (r.dst_ptr == nullptr || r.dst_device < 0 || r.src == nullptr || r.length == 0) {
+    if (error) *error = invalid_argument("nvlink GPU copy without a source or a mapped target");
+    return PostResult::kFailed;
+  }
+  if (inflight_ >= options_.max_inflight) return PostResult::kAgain;
+  Result<DeviceState*> d = device_state(r.dst_device);
+  if (!d.ok()) {
+    if (error) *error = d.status();
+    return PostResult::kFailed;
+  }
+  (*d)->pending.push_back(r);
+  ++inflight_;
+  return PostResult::kPosted;
+}
+
+cudaEvent_t IpcCopyEngine::take_event() {
+  if (!free_events_.empty()) {
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return nullptr;
+  return e;
+}
+
+cudaError_t IpcCopyEngine::issue_small(std::vector<const CopyRequest*>& small, cudaStream_t stream) {
+  if (options_.mode == GpuCopyMode::kBatch) {
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<size_t> sizes;
+    for (const CopyRequest* r : small) {
+      dsts.push_back(r->dst_ptr);
+      srcs.push_back(r->src);
+      sizes.push_back(r->length);
+    }
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t attr_index = 0;
+    return cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), small.size(), &attr, &attr_index, 1, stream);
+  }
+  PageCopyBatch batch{};
+  for (size_t i = 0; i < small.size(); i += PageCopyBatch::kMaxPageCopies) {
+    batch.count = 0;
+    for (size_t k = i; k < small.size() && batch.count < PageCopyBatch::kMaxPageCopies; ++k) {
+      batch.src[batch.count] = static_cast<const uint8_t*>(small[k]->src);
+      batch.dst[batch.count] = static_cast<uint8_t*>(small[k]->dst_ptr);
+      batch.length[batch.count] = small[k]->length;
+      ++batch.count;
+    }
+    plan_page_copy_blocks(batch);
+    const cudaError_t e = launch_page_copy(batch, stream);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+void IpcCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& done) {
+  std::vector<CopyRequest> pending = std::move(d.pending);
+  d.pending.clear();
+  auto fail = [&](uint64_t op, const Status& why) {
+    done.push_back({op, why});
+    --inflight_;
+  };
+  DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess) {
+    for (const CopyRequest& r : pending) fail(r.op, gpu::cuda_status("cudaSetDevice", guard.status()));
+    return;
+  }
+  const size_t n = d.streams.size();
+  std::vector<std::vector<uint64_t>> issued(n);
+  std::vector<const CopyRequest*> small;
+  for (const CopyRequest& r : pending) {
+    const bool batchable = options_.mode != GpuCopyMode::kMemcpy && r.src_kind == MemoryKind::kCuda &&
+                           r.length <= options_.small_copy_bytes;
+    if (batchable) {
+      small.push_back(&r);
+      continue;
+    }
+    const size_t s = d.next++ % n;
+    const cudaError_t e = cudaMemcpyAsync(r.dst_ptr, r.src, r.length, cudaMemcpyDefault, d.streams[s].stream);
+    if (e != cudaSuccess) {
+      fail(r.op, gpu::cuda_status("cudaMemcpyAsync (nvlink write)", e));
+    } else {
+      issued[s].push_back(r.op);
+    }
+  }
+  if (small.size() == 1 && options_.mode == GpuCopyMode::kAuto) {  // one copy: no batch to win
+    const CopyRequest& r = *small[0];
+    const size_t s = d.next++ % n;
+    const cudaError_t e = cudaMemcpyAsync(r.dst_ptr, r.src, r.length, cudaMemcpyDefault, d.streams[s].stream);
+    if (e != cudaSuccess) fail(r.op, gpu::cuda_status("cudaMemcpyAsync (nvlink write)", e));
+    else issued[s].push_back(r.op);
+    small.clear();
+  }
+  if (!small.empty()) {
+    const size_t s = d.next++ % n;
+    const cudaError_t e = issue_small(small, d.streams[s].stream);
+    if (e != cudaSuccess) {
+      // A launch may have failed after earlier ones of this flush ran: wait for the stream, so
+      // no failed op's copy can still land later.
+      cudaStreamSynchronize(d.streams[s].stream);
+      const char* what = options_.mode == GpuCopyMode::kBatch ? "cudaMemcpyBatchAsync (nvlink pages)" : "page-copy kernel launch";
+      for (const CopyRequest* r : small) fail(r->op, gpu::cuda_status(what, e));
+    } else {
+      for (const CopyRequest* r : small) issued[s].push_back(r->op);
+    }
+  }
+  for (size_t s = 0; s < n; ++s) {
+    if (issued[s].empty()) continue;
+    cudaEvent_t ev = take_event();
+    const cudaError_t e = ev ? cudaEventRecord(ev, d.streams[s].stream) : cudaErrorMemoryAllocation;
+    if (e != cudaSuccess) {
+      // No event to watch: wait here instead (rare), and report what the stream says.
+      const cudaError_t sync = cudaStreamSynchronize(d.streams[s].stream);
+      if (ev) free_events_.push_back(ev);
+      for (uint64_t op : issued[s]) {
+        done.push_back({op, sync == cudaSuccess ? ok_status() : gpu::cuda_status("nvlink copy", sync)});
+        --inflight_;
+      }
+      continue;
+    }
+    d.streams[s].flushed.push_back({ev, std::move(issued[s])});
+  }
+}
+
+void IpcCopyEngine::progress(std::vector<CopyDone>& done) {
+  for (auto& [device, d] : devices_) {
+    if (!d.pending.empty()) flush(device, d, done);
+    for (StreamState& s : d.streams) {
+      while (!s.flushed.empty()) {
+        Flushed& f = s.flushed.front();
+        const cudaError_t e = cudaEventQuery(f.event);
+        if (e == cudaErrorNotReady) break;
+        const Status status = e == cudaSuccess ? ok_status() : gpu::cuda_status("nvlink copy (cudaEventQuery)", e);
+        for (uint64_t op : f.ops) done.push_back({op, status});
+        inflight_ -= f.ops.size();
+        free_events_.push_back(f.event);
+        s.flushed.pop_front();
+      }
+    }
+  }
+}
+
+void IpcCopyEngine::drain() {
+  for (auto& [device, d] : devices_) {
+    DeviceGuard guard(device);
+    inflight_ -= std::min(inflight_, d.pending.size());
+    d.pending.clear();
+    for (StreamState& s : d.streams) {
+      if (!s.flushed.empty()) cudaStreamSynchronize(s.stream);
+      for (Flushed& f : s.flushed) {
+        inflight_ -= std::min(inflight_, f.ops.size());
+        free_events_.push_back(f.event);
+      }
+      s.flushed.clear();
+    }
+  }
+}
+
+}  // namespace fabric_lib::transport::nvlink

@@ -1,0 +1,91 @@
+// The CopyEngine for GPU targets (CUDA builds only): copies into peer memory mapped with CUDA IPC,
+// from GPU or host sources, on a small pool of non-blocking streams per device, so independent
+// writes overlap and finish in any order.
+//
+// Copies submitted during one poll pass are issued together at the next progress() ("flush"):
+//   - large copies, host sources, and every copy in kMemcpy mode: one cudaMemcpyAsync each,
+//     spread round-robin over the streams;
+//   - small GPU-to-GPU copies (<= small_copy_bytes): in kKernel mode one page-copy kernel launch
+//     per 64 of them (page_copy_kernel.h), in kBatch mode one cudaMemcpyBatchAsync per flush.
+// Each stream used in a flush records one event; when it fires, that flush's copies on the
+// stream are complete (their bytes are in the target's memory).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <deque>
+#include <map>
+#include <vector>
+
+#include "transport/nvlink/copy_engine.h"
+
+namespace fabric_lib::transport::nvlink {
+
+enum class GpuCopyMode : uint8_t {
+  kAuto,    // kernel for batches of small GPU-to-GPU copies, cudaMemcpyAsync otherwise
+  kMemcpy,  // one cudaMemcpyAsync per copy
+  kBatch,   // small copies through cudaMemcpyBatchAsync
+  kKernel,  // small copies through the page-copy kernel (same as kAuto)
+};
+// "auto", "memcpy", "batch", "kernel"; false for anything else.
+bool parse_gpu_copy_mode(const char* text, GpuCopyMode* out);
+const char* gpu_copy_mode_name(GpuCopyMode mode);
+
+// Makes `device` current for the scope and restores the caller's device after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  cudaError_t status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  cudaError_t status_ = cudaSuccess;
+};
+
+class IpcCopyEngine final : public CopyEngine {
+ public:
+  struct Options {
+    GpuCopyMode mode = GpuCopyMode::kAuto;
+    size_t streams_per_device = 4;
+    uint64_t small_copy_bytes = 256 * 1024;
+    size_t max_inflight = 16384;
+  };
+  explicit IpcCopyEngine(Options options) : options_(options) {}
+  ~IpcCopyEngine() override;
+
+  PostResult submit(const CopyRequest& request, Status* error) override;
+  void progress(std::vector<CopyDone>& done) override;
+  size_t inflight() const override { return inflight_; }
+  void drain() override;
+
+ private:
+  struct Flushed {  // one flush's copies on one stream, complete when `event` fires
+    cudaEvent_t event = nullptr;
+    std::vector<uint64_t> ops;
+  };
+  struct StreamState {
+    cudaStream_t stream = nullptr;
+    std::deque<Flushed> flushed;
+  };
+  struct DeviceState {
+    std::vector<StreamState> streams;
+    size_t next = 0;
+    std::vector<CopyRequest> pending;
+  };
+
+  Result<DeviceState*> device_state(int device);
+  void flush(int device, DeviceState& d, std::vector<CopyDone>& done);
+  // Issues small GPU-to-GPU copies as kernels / one batched call on stream `s`.
+  cudaError_t issue_small(std::vector<const CopyRequest*>& small, cudaStream_t stream);
+  cudaEvent_t take_event();
+
+  Options options_;
+  std::map<int, DeviceState> devices_;
+  std::vector<cudaEvent_t> free_events_;
+  size_t inflight_ = 0;
+};
+
+}  // namespace fabric_lib::transport::nvlink
