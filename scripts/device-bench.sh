@@ -38,13 +38,13 @@ fi
 stamp "$(tail -n1 "$out/bench.log")"
 mapfile -t dep_args < <(fabric_lib_cmake_dep_args)
 
-# --- 2. Build the tools ----------------------------------------------------------------------------
+# --- 2. Build the tools (host memory only: CUDA off keeps the build short) ---------------------------
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 {
   echo "cmake: $(cmake --version | head -n1); compiler: $(c++ --version | head -n1)"
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DFABRIC_LIB_BUILD_TESTS=OFF -DFABRIC_LIB_PYTHON=OFF "${dep_args[@]}"
+    -DFABRIC_LIB_BUILD_TESTS=OFF -DFABRIC_LIB_PYTHON=OFF -DFABRIC_LIB_CUDA=OFF "${dep_args[@]}"
   cmake --build "$build" -j"$(nproc)" --target fabric-bench fabric-info
 } >"$out/build.log" 2>&1 || {
   tail -n 40 "$out/build.log" >&2
