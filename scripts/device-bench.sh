@@ -12,7 +12,8 @@
 #
 # Writes into $OUT (8 files at most): device-info.txt (machine + fabric-info), build.log,
 # tcp.txt / tcp.csv (tables and CSV, 1/2/4/8 domains), tcp.png (plot, when matplotlib is there),
-# shm.txt / shm.csv, bench.log (progress of both sweeps). About 4-6 minutes in all.
+# shm.txt / shm.csv, bench.log (progress of both sweeps). About 3-5 minutes in all (the build about
+# one); each sweep has a time limit, so the command ends well inside 10 minutes.
 #
 # Environment: OUT (default ./device-out), FABRIC_BENCH_DURATION (seconds per timed run, 0.3),
 # FABRIC_BENCH_EXTRA (more fabric-bench options, e.g. "--repeats 3").
@@ -71,17 +72,18 @@ stamp "fabric-info done"
 # Engines busy-poll on both sides (--spin --target-spin), as in production and as the raw loop
 # does: this machine has cores to spare, so idle spinning engines barely touch the raw runs.
 rc=0
-run_sweep() {  # name, then fabric-bench options
-  local name=$1
-  shift
+run_sweep() {  # name, time limit (s), then fabric-bench options
+  local name=$1 limit=$2
+  shift 2
   stamp "sweep $name: fabric-bench $*"
-  if ! timeout 300 "$bench" --local --spin --target-spin --duration "$duration" "$@" $extra \
+  if ! timeout "$limit" "$bench" --local --spin --target-spin --duration "$duration" --latency-iterations 300 "$@" $extra \
       --csv "$out/$name.csv" >"$out/$name.txt" 2>>"$out/bench.log"; then
     stamp "sweep $name FAILED (exit $?)"
     rc=1
   fi
 }
-run_sweep tcp --provider tcp --domains 1,2,4,8 --plot "$out/tcp.png"
-run_sweep shm --provider shm --domains 1,4
+# Limits keep the whole command inside the device tool's 10 minutes (expected: 2-4 minutes).
+run_sweep tcp 330 --provider tcp --domains 1,2,4,8 --plot "$out/tcp.png"
+run_sweep shm 180 --provider shm --domains 1,4
 stamp "done (exit $rc)"
 exit "$rc"

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -216,16 +217,38 @@ std::string Target::peers(size_t count, uint64_t bytes) {
   // 64 cores.
   EngineConfig peer_config = config_;
   peer_config.spin = false;
+  // Building an engine costs tenths of a second (mostly fi_getinfo), so the peers are built
+  // several at a time: 64 of them one by one would take most of a sweep.
+  const size_t parallel = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
   while (peers_.size() < count) {
-    auto p = std::make_unique<EngineWithRegion>();
-    p->region = AlignedBuffer(bytes);
-    Result<std::unique_ptr<TransferEngine>> engine = build_bench_engine(peer_config, false);
-    if (!engine.ok()) return error_reply(engine.status());
-    p->engine = std::move(engine).value();
-    Result<MrRegistration> mr = p->engine->register_memory(p->region.data(), bytes, Access::kRemoteWrite);
-    if (!mr.ok()) return error_reply(mr.status());
-    p->mr = *mr;
-    peers_.push_back(std::move(p));
+    const size_t batch = std::min(parallel, count - peers_.size());
+    std::vector<std::unique_ptr<EngineWithRegion>> built(batch);
+    std::vector<Status> failures(batch);
+    std::vector<std::thread> builders;
+    for (size_t k = 0; k < batch; ++k) {
+      builders.emplace_back([&, k] {
+        auto p = std::make_unique<EngineWithRegion>();
+        p->region = AlignedBuffer(bytes);
+        Result<std::unique_ptr<TransferEngine>> engine = build_bench_engine(peer_config, false);
+        if (!engine.ok()) {
+          failures[k] = engine.status();
+          return;
+        }
+        p->engine = std::move(engine).value();
+        Result<MrRegistration> mr = p->engine->register_memory(p->region.data(), bytes, Access::kRemoteWrite);
+        if (!mr.ok()) {
+          failures[k] = mr.status();
+          return;
+        }
+        p->mr = *mr;
+        built[k] = std::move(p);
+      });
+    }
+    for (std::thread& t : builders) t.join();
+    for (size_t k = 0; k < batch; ++k) {
+      if (!failures[k].ok()) return error_reply(failures[k]);
+      peers_.push_back(std::move(built[k]));
+    }
   }
   std::string reply = "ok";
   for (size_t i = 0; i < count; ++i) reply += " " + peers_[i]->mr.desc.to_hex();
