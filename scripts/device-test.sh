@@ -11,7 +11,10 @@
 #           GPU-source write bandwidth vs host-source writes over tcp and shm,
 #   python  tests/device/python (a torch kernel bumps alloc_scalar_watcher's word, in and out of a
 #           CUDA graph; Python callback latency by the same GPU-timed round trip) and
-#           tests/python/test_gpu_words.py.
+#           tests/python/test_gpu_words.py,
+#   nvlink  (not by default) the nvlink domain on GPU memory: its device tests, the torch test and
+#           fabric-bench --provider nvlink; scripts/device-nvlink.sh says what and where. Run it
+#           alone, FABRIC_LIB_DEVICE_STEPS=nvlink (about 5 minutes; $OUT then holds 6 files).
 #
 # The lead runs it through the device tool with carry [".deb"]:   bash scripts/device-test.sh
 # (.deb/ is filled as scripts/device-common.sh's header says.) About 4-5 minutes on 16 cores.
@@ -76,7 +79,8 @@ pybind11_dir=$("$py" -m pybind11 --cmakedir 2>/dev/null || true)
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABRIC_LIB_CUDA=ON \
     -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON -DFABRIC_LIB_PYTHON=ON -DPython3_EXECUTABLE="$py" \
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
-    cmake --build "$build" -j"$jobs" --target unit_tests integration_tests device_tests fabric_device_kernels _fabric_lib
+    cmake --build "$build" -j"$jobs" --target unit_tests integration_tests device_tests fabric_device_kernels _fabric_lib \
+      $(want nvlink && echo fabric-bench)
 } >>"$out/build.log" 2>&1
 if [ $? -ne 0 ]; then
   tail -n 40 "$out/build.log" >&2
@@ -105,7 +109,7 @@ fi
 if want device; then
   t0=$(date +%s)
   stamp "device_tests"
-  timeout 300 "$device_tests" --gtest_color=no >"$out/device-tests.log" 2>&1
+  timeout 300 "$device_tests" --gtest_color=no --gtest_filter='-Nvlink*' >"$out/device-tests.log" 2>&1
   status=$?
   result device-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
   awk '/^\[==========\] .* ran/ { p = 1 } p' "$out/device-tests.log" | head -n 40 | tee -a "$out/summary.txt" >&2
@@ -139,6 +143,12 @@ if want python; then
   status=$?
   result python-gpu "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
   grep -E "\[info\] python watcher" "$out/device-tests.log" >>"$out/bench.txt"
+fi
+
+# --- 7. The nvlink domain on GPU memory (scripts/device-nvlink.sh) ---------------------------------
+if want nvlink; then
+  # shellcheck source=device-nvlink.sh
+  source "$root/scripts/device-nvlink.sh"
 fi
 
 {
