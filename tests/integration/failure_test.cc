@@ -290,12 +290,12 @@ TEST_P(ProbeTest, ProbeDetectsAPausedPeerAndItsRecovery) {
   EXPECT_EQ(pending.errors, 1u);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   // The request may end as soon as its first path fails; every path follows within a few pings.
-  PeerHealth down = PeerHealth::kHealthy;
-  for (int i = 0; i < 200 && down != PeerHealth::kUnreachable; ++i) {
-    down = (*engine)->peer_status().at(0).health;
-    if (down != PeerHealth::kUnreachable) std::this_thread::sleep_for(25ms);
+  PeerHealth paused_health = PeerHealth::kHealthy;
+  for (int i = 0; i < 200 && paused_health != PeerHealth::kUnreachable; ++i) {
+    paused_health = (*engine)->peer_status().at(0).health;
+    if (paused_health != PeerHealth::kUnreachable) std::this_thread::sleep_for(25ms);
   }
-  EXPECT_EQ(down, PeerHealth::kUnreachable);
+  EXPECT_EQ(paused_health, PeerHealth::kUnreachable);
   ASSERT_TRUE(agent.resume());
   // Recovery pings are answered: every path comes back up.
   PeerHealth health = PeerHealth::kUnreachable;
