@@ -11,6 +11,7 @@ packages=(
   libconcurrentqueue-dev               # lock-free MPSC queues (submit path, callback thread)
   libgtest-dev libgmock-dev            # tests
   iproute2 nftables                    # fault-injection tests: network namespaces, veth, packet loss
+  clang libclang-rt-14-dev             # libFuzzer targets (tests/fuzz)
   # The Python package: build it (headers, pybind11), `pip install .` into a venv with
   # Debian's build tools (--no-build-isolation; PEP 668 forbids the system site), and its tests.
   python3-dev pybind11-dev python3-setuptools python3-wheel python3-pip python3-venv

@@ -163,6 +163,16 @@ Status validate(const TransferEngineBuilder::Options& o) {
 Result<std::unique_ptr<TransferEngine>> TransferEngineBuilder::build() const {
   Options o = *options_;
   if (const char* env = std::getenv("FABRIC_LIB_PROVIDER"); env && *env) o.provider = env;
+  if (const char* env = std::getenv("FABRIC_LIB_IDLE_POLICY"); env && *env) {
+    const std::string policy = env;
+    if (policy == "spin") {
+      o.idle_policy = IdlePolicy::kSpin;
+    } else if (policy == "adaptive") {
+      o.idle_policy = IdlePolicy::kAdaptive;
+    } else {
+      return invalid_argument("FABRIC_LIB_IDLE_POLICY must be 'spin' or 'adaptive', not '" + policy + "'");
+    }
+  }
   FABRIC_LIB_RETURN_IF_ERROR(validate(o));
 
   std::vector<std::vector<transport::DomainSpec>> groups(o.groups);

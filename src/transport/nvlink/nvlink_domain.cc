@@ -1,6 +1,8 @@
 // NvlinkDomain: opening, registration (the owner's table), peers (attaching their segments).
 #include "transport/nvlink/nvlink_domain.h"
 
+#include <unistd.h>
+
 #include <random>
 
 #include "core/log.h"
@@ -147,6 +149,7 @@ Result<PeerHandle> NvlinkDomain::add_peer(std::span<const uint8_t> address) {
   if (segment.ok()) {
     peer->segment = std::move(segment).value();
     peer->producer = RingProducer(peer->segment->ring(), self_.pid);
+    if (decoded->owner.pid != self_.pid) peer->watch_fd = open_process_watch(decoded->owner.pid, decoded->owner.start_time);
   } else {
     peer->dead = true;
     peer->why = segment.status();
@@ -163,6 +166,10 @@ void NvlinkDomain::remove_peer(PeerHandle handle) {
   // Nothing more may reach it (the handle is gone for the caller); ops still copying end as they finish.
   if (!peer->dead) peer_failed(*peer, Status(ErrorCode::kPeerUnreachable, "the peer was removed"));
   maybe_release(*peer);
+}
+
+NvlinkDomain::Peer::~Peer() {
+  if (watch_fd >= 0) close(watch_fd);
 }
 
 void NvlinkDomain::maybe_release(Peer& peer) {

@@ -131,7 +131,11 @@ class NvlinkDomain final : public Domain {
     bool dead = false;
     bool removed = false;
     Status why;
+    int watch_fd = -1;         // pidfd of the owner process (-1: none; /proc is read instead)
+    uint64_t checked_pass = 0; // the poll pass of the last look at watch_fd
+    bool exited_seen = false;
     int64_t last_check_ns = 0;
+    ~Peer();
   };
 
   NvlinkDomain() = default;
@@ -151,6 +155,9 @@ class NvlinkDomain final : public Domain {
   bool pump_outboxes();
   bool progress_copies();
   void peer_failed(Peer& peer, const Status& why);
+  // Whether the peer's owner process has exited (a pidfd poll, at most once per poll pass; without
+  // pidfds a /proc read at most every 10 ms). Fails the peer when it has.
+  bool owner_exited(Peer& peer);
   void maybe_release(Peer& peer);
   void release_removed_peers();
   bool sweep_peers(int64_t now);
@@ -192,6 +199,7 @@ class NvlinkDomain final : public Domain {
   uint64_t blocked_position_ = UINT64_MAX;
   int64_t blocked_since_ns_ = 0;
   bool asked_to_sleep_ = false;
+  uint64_t pass_ = 1;  // poll() calls so far
   int64_t next_sweep_ns_ = 0;
   uint64_t invalid_records_ = 0;
   int64_t next_partial_check_ns_ = 0;

@@ -13,7 +13,7 @@ namespace {
 
 // Equal imms queued for one peer are pushed as one record of up to this many arrivals.
 constexpr uint32_t kMaxImmCoalesce = 4096;
-// How often a peer whose ring stays full is checked for being alive.
+// Without pidfds, how often a peer's process is looked up in /proc at most.
 constexpr int64_t kFullCheckNs = 10'000'000;
 
 int64_t now_ns() {
@@ -275,8 +275,31 @@ PostResult NvlinkDomain::post_control_recv(const RecvWr& wr, Status* error) {
   return PostResult::kPosted;
 }
 
+bool NvlinkDomain::owner_exited(Peer& peer) {
+  if (peer.dead) return true;
+  if (!peer.segment || peer.address.owner.pid == self_.pid) return false;
+  bool exited = false;
+  if (peer.watch_fd >= 0) {
+    if (peer.checked_pass == pass_) return peer.exited_seen;
+    peer.checked_pass = pass_;
+    exited = peer.exited_seen = watched_process_exited(peer.watch_fd);
+  } else {
+    const int64_t now = now_ns();
+    if (now - peer.last_check_ns < kFullCheckNs) return false;
+    peer.last_check_ns = now;
+    exited = !process_alive(peer.address.owner.pid, peer.address.owner.start_time);
+  }
+  if (exited) {
+    peer_failed(peer, Status(ErrorCode::kPeerUnreachable, "the peer process " + std::to_string(peer.address.owner.pid) + " has exited"));
+  }
+  return exited;
+}
+
 bool NvlinkDomain::pump_outbox(Peer& peer) {
   if (peer.dead || peer.outbox.empty()) return false;
+  // Imms and messages for a process that is gone must fail, not vanish into its orphaned ring
+  // (a GPU copy into its memory may well have "succeeded").
+  if (owner_exited(peer)) return false;
   bool pushed = false;
   bool full = false;
   while (!peer.outbox.empty() && !full) {
@@ -333,16 +356,6 @@ bool NvlinkDomain::pump_outbox(Peer& peer) {
     --outbox_items_;
   }
   if (pushed) peer.segment->wake_owner();
-  if (full) {
-    // A ring that stays full may belong to a process that is gone.
-    const int64_t now = now_ns();
-    if (now - peer.last_check_ns > kFullCheckNs) {
-      peer.last_check_ns = now;
-      if (!process_alive(peer.address.owner.pid, peer.address.owner.start_time)) {
-        peer_failed(peer, Status(ErrorCode::kPeerUnreachable, "the peer process " + std::to_string(peer.address.owner.pid) + " has exited"));
-      }
-    }
-  }
   return pushed;
 }
 
@@ -367,7 +380,7 @@ bool NvlinkDomain::progress_copies() {
       complete(i, std::move(d.status));
       continue;
     }
-    if (!peer || peer->dead) {
+    if (!peer || peer->dead || owner_exited(*peer)) {
       complete(i, peer ? peer->why : Status(ErrorCode::kPeerUnreachable, "the peer was removed"));
       continue;
     }
@@ -406,7 +419,7 @@ bool NvlinkDomain::sweep_peers(int64_t now) {
     if (peer->segment->closed()) {
       peer_failed(*peer, Status(ErrorCode::kPeerUnreachable, "the peer closed its nvlink domain"));
       any = true;
-    } else if (!process_alive(peer->address.owner.pid, peer->address.owner.start_time)) {
+    } else if (peer->address.owner.pid != self_.pid && !process_alive(peer->address.owner.pid, peer->address.owner.start_time)) {
       peer_failed(*peer, Status(ErrorCode::kPeerUnreachable, "the peer process " + std::to_string(peer->address.owner.pid) + " has exited"));
       any = true;
     }

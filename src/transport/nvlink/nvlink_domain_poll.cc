@@ -32,6 +32,7 @@ size_t NvlinkDomain::poll(std::vector<Event>& out, size_t max) {
     asked_to_sleep_ = false;
   }
   const size_t before = out.size();
+  ++pass_;
   progress_copies();
   pump_outboxes();
   const int64_t now = (live_ops_ || assembler_.partial_count()) ? now_ns() : 0;

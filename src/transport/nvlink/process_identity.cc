@@ -1,6 +1,8 @@
 #include "transport/nvlink/process_identity.h"
 
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -82,6 +84,28 @@ Result<uint64_t> process_start_time(uint32_t pid) {
 bool process_alive(uint32_t pid, uint64_t start_time) {
   Result<uint64_t> t = process_start_time(pid);
   return t.ok() && *t == start_time;
+}
+
+int open_process_watch(uint32_t pid, uint64_t start_time) {
+#ifdef SYS_pidfd_open
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+  if (fd < 0) return -1;
+  // The pid may have been reused between the address being made and now: check after opening.
+  if (!process_alive(pid, start_time)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+#else
+  (void)pid;
+  (void)start_time;
+  return -1;
+#endif
+}
+
+bool watched_process_exited(int watch_fd) {
+  pollfd p{watch_fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;  // a pidfd becomes readable when its process exits
 }
 
 Result<ProcessIdentity> self_identity() {

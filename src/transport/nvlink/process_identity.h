@@ -36,4 +36,10 @@ Result<uint64_t> process_start_time(uint32_t pid);
 // True while process `pid` runs and is the one that started at `start_time`.
 bool process_alive(uint32_t pid, uint64_t start_time);
 
+// A cheap way to watch a process: a pidfd (Linux 5.3+) for `pid` if it still is the process that
+// started at `start_time`, else -1 (no pidfd support, or the process is gone). The caller closes it.
+int open_process_watch(uint32_t pid, uint64_t start_time);
+// Whether the process behind a watch has exited (one non-blocking poll).
+bool watched_process_exited(int watch_fd);
+
 }  // namespace fabric_lib::transport::nvlink

@@ -32,6 +32,10 @@ class ReorderingDomain final : public Domain {
   PostResult post_write(const WriteWr& wr, Status* error) override;
   PostResult post_send(const SendWr& wr, Status* error) override;
   PostResult post_recv(const RecvWr& wr, Status* error) override { return inner_->post_recv(wr, error); }
+  // Control messages pass straight through (the probe measures the path, not our shuffling).
+  bool supports_control() const override { return inner_->supports_control(); }
+  PostResult post_control_send(const SendWr& wr, Status* error) override { return inner_->post_control_send(wr, error); }
+  PostResult post_control_recv(const RecvWr& wr, Status* error) override { return inner_->post_control_recv(wr, error); }
   size_t poll(std::vector<Event>& out, size_t max) override;
 
   int wait_fd() const override { return inner_->wait_fd(); }
