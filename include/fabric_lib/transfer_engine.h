@@ -110,6 +110,7 @@ struct EngineStats {
   uint64_t deadlines_exceeded = 0;  // requests ended by their deadline
   uint64_t paths_failed = 0;        // path failures (a domain to a peer)
   uint64_t peers_unreachable = 0;   // times a peer became unreachable
+  uint64_t groups_abandoned = 0;    // groups whose worker got stuck inside the provider (README, Failure semantics)
 };
 
 class TransferEngine {
@@ -237,7 +238,9 @@ class TransferEngineBuilder {
   // Deadline of requests whose Completion carries none (default: none).
   TransferEngineBuilder& default_timeout(std::chrono::nanoseconds timeout);
   // A path (local domain -> peer) with WRs in flight and no completion (nor probe answer) for this
-  // long is declared failed (default 10 s; 0 turns stall detection off).
+  // long is declared failed (default 10 s; 0 turns stall detection off). A group worker stuck
+  // inside one provider call for this long is given up on: its requests fail with ProviderError,
+  // later calls on that group fail at once, stop() returns, and stats().groups_abandoned counts it.
   TransferEngineBuilder& stall_timeout(std::chrono::nanoseconds timeout);
   // After a peer became unreachable, new requests to it fail at once for this long; the next one
   // after it tries the peer again (default 1 s).

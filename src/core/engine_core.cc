@@ -70,9 +70,15 @@ Status EngineCore::start(const std::vector<std::vector<transport::DomainSpec>>& 
     config.probe_interval_ns = options_.probe_interval.count();
     config.probe_misses = options_.probe_misses;
     config.on_health_event = options_.on_health_event;
-    auto worker = std::make_unique<GroupWorker>(std::move(config), *imms_, *dispatcher_, stats_);
+    std::unique_ptr<GroupWorker, DeleteUnlessAbandoned> worker(
+        new GroupWorker(std::move(config), *imms_, *dispatcher_, stats_));
     FABRIC_LIB_RETURN_IF_ERROR(worker->start());
     workers_.push_back(std::move(worker));
+  }
+  if (options_.stall_timeout.count() > 0) {
+    std::vector<GroupWorker*> watched;
+    for (auto& w : workers_) watched.push_back(w.get());
+    watchdog_ = std::make_unique<ProviderWatchdog>(std::move(watched), options_.stall_timeout.count(), stats_);
   }
   for (size_t g = 1; g < workers_.size(); ++g) {
     if (workers_[g]->infos()[0].transport != workers_[0]->infos()[0].transport) {
@@ -505,7 +511,8 @@ void EngineCore::shutdown_workers() {
   // under watcher_mu_: a running callback may be allocating a watcher.
   if (hub) hub->stop();
   while (active_submits_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
-  for (auto& worker : workers_) worker->stop();
+  for (auto& worker : workers_) worker->stop();  // the watchdog still runs: a worker may get stuck closing
+  if (watchdog_) watchdog_->stop();
   imms_->shutdown(cancelled("engine stopped"));
   registry_.clear();
 }
@@ -544,6 +551,7 @@ EngineStats EngineCore::stats() const {
   s.deadlines_exceeded = stats_.deadlines_exceeded.load();
   s.paths_failed = stats_.paths_failed.load();
   s.peers_unreachable = stats_.peers_unreachable.load();
+  s.groups_abandoned = stats_.groups_abandoned.load();
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include "core/engine_options.h"
 #include "core/group_worker.h"
 #include "core/mr_registry.h"
+#include "core/provider_watchdog.h"
 #include "fabric_lib/transfer_engine.h"
 
 namespace fabric_lib::gpu {
@@ -86,7 +87,14 @@ class EngineCore {
   std::unique_ptr<ImmCounter> imms_;
   MrRegistry registry_;
   StatCounters stats_;
-  std::vector<std::unique_ptr<GroupWorker>> workers_;
+  // A worker given up on is never deleted: its stuck thread may still be inside its domains.
+  struct DeleteUnlessAbandoned {
+    void operator()(GroupWorker* w) const {
+      if (!w->abandoned()) delete w;
+    }
+  };
+  std::vector<std::unique_ptr<GroupWorker, DeleteUnlessAbandoned>> workers_;
+  std::unique_ptr<ProviderWatchdog> watchdog_;  // with a stall timeout only
   std::atomic<uint64_t> next_transfer_id_{1};
   // The UVM watcher thread's owner, made with the first watcher (gpu/watcher_hub.h).
   std::mutex watcher_mu_;

@@ -8,6 +8,7 @@
 #include "core/idle_waiter.h"
 #include "core/log.h"
 #include "core/peer_group_data.h"
+#include "transport/watch/watched_domain.h"
 
 namespace fabric_lib::detail {
 namespace {
@@ -44,7 +45,10 @@ Status GroupWorker::start() {
   if (inbox_->event_fd() < 0) return resource_exhausted("eventfd() failed");
   std::promise<Status> opened;
   std::future<Status> result = opened.get_future();
-  thread_ = std::thread([this, &opened] { thread_main(&opened); });
+  thread_ = std::thread([this, &opened] {
+    thread_main(&opened);
+    exited_.set_value();
+  });
   Status status = result.get();
   if (!status.ok()) thread_.join();
   return status;
@@ -55,13 +59,32 @@ void GroupWorker::stop() {
   stop_requested_.store(true, std::memory_order_release);
   inbox_->set_sleeping(true);  // force the wake-up write
   inbox_->wake();
+  // A thread stuck inside the provider never ends: once the watchdog gave up on it, leave it.
+  while (exited_future_.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+    if (abandoned()) {
+      FL_LOG_ERROR("group {}: leaving its worker thread behind, stuck inside the provider", config_.group);
+      thread_.detach();
+      return;
+    }
+  }
   thread_.join();
 }
 
 Status GroupWorker::run_sync(std::function<Status(GroupWorker&)> fn) {
-  std::promise<Status> done;
-  std::future<Status> result = done.get_future();
-  inbox_->post([this, &fn, &done](bool alive) { done.set_value(alive ? fn(*this) : stopped("engine stopped")); });
+  // Shared, not on this stack: if the worker is given up on, this call returns while the command
+  // may still be answered later (with alive = false; `fn` then never runs).
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  inbox_->post([this, fn = std::move(fn), done](bool alive) {
+    if (alive) {
+      done->set_value(fn(*this));
+    } else {
+      done->set_value(abandoned() ? abandon_reason_ : stopped("engine stopped"));
+    }
+  });
+  while (result.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (abandoned()) return abandon_reason_;
+  }
   return result.get();
 }
 
@@ -73,7 +96,7 @@ Status GroupWorker::open_domains() {
                                                 std::to_string(domains_.size()) + ": " + opened.status().message());
     }
     DomainState state;
-    state.domain = std::move(opened).value();
+    state.domain = std::make_unique<transport::WatchedDomain>(std::move(opened).value(), watch_);
     const transport::DomainInfo& info = state.domain->info();
     state.max_inflight = info.max_inflight;
     if (config_.max_inflight_per_domain > 0) state.max_inflight = std::min(state.max_inflight, config_.max_inflight_per_domain);

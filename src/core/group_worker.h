@@ -22,6 +22,7 @@
 #include "fabric_lib/imm_counter.h"
 #include "fabric_lib/transfer_engine.h"
 #include "transport/domain_factory.h"
+#include "transport/watch/provider_call_watch.h"
 
 namespace fabric_lib::detail {
 
@@ -36,6 +37,7 @@ struct StatCounters {
   std::atomic<uint64_t> deadlines_exceeded{0};
   std::atomic<uint64_t> paths_failed{0};
   std::atomic<uint64_t> peers_unreachable{0};
+  std::atomic<uint64_t> groups_abandoned{0};
 };
 
 struct GroupWorkerConfig {
@@ -65,9 +67,24 @@ class GroupWorker {
   void stop();
 
   // Takes ownership of an accepted request.
-  void submit(Request* request) { inbox_->push_request(request); }
-  // Runs `fn` on the worker thread and returns its Status (Stopped once the worker is gone).
+  void submit(Request* request) {
+    inbox_->push_request(request);
+    if (abandoned()) fail_orphans();  // nobody else would ever take it
+  }
+  // Runs `fn` on the worker thread and returns its Status (Stopped once the worker is gone, or
+  // the reason it was given up on).
   Status run_sync(std::function<Status(GroupWorker&)> fn);
+
+  // --- stuck provider calls (provider_watchdog.h) ---
+  // Brackets every provider call of this worker's thread.
+  transport::ProviderCallWatch& call_watch() { return *watch_; }
+  // Watchdog thread, after call_watch().try_abandon() succeeded: the worker thread is frozen
+  // inside a provider call for good. Fails every request it held and every one still queued with
+  // `why`, answers its commands, and makes stop() leave the thread behind instead of joining it.
+  void take_over_stuck(const Status& why);
+  bool abandoned() const { return abandoned_.load(std::memory_order_seq_cst); }
+  // Fails the requests still queued for an abandoned worker (any thread).
+  void fail_orphans();
 
   const std::shared_ptr<WorkerInbox>& inbox() const { return inbox_; }
   size_t num_domains() const { return config_.domains.size(); }
@@ -154,7 +171,12 @@ class GroupWorker {
   StatCounters& stats_;
   std::shared_ptr<WorkerInbox> inbox_;
   std::thread thread_;
+  std::promise<void> exited_;  // set as the thread ends
+  std::future<void> exited_future_ = exited_.get_future();
   std::atomic<bool> stop_requested_{false};
+  std::shared_ptr<transport::ProviderCallWatch> watch_ = std::make_shared<transport::ProviderCallWatch>();
+  std::atomic<bool> abandoned_{false};
+  Status abandon_reason_;  // written before abandoned_ is set
   std::atomic<uint32_t> next_start_{0};
 
   std::vector<DomainState> domains_;

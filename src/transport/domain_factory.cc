@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "gpu/memory_kind.h"
 #include "transport/libfabric/fabric_info.h"
@@ -23,9 +24,31 @@ bool want_hmem() {
   return !(env && std::strcmp(env, "0") == 0);
 }
 
+std::mutex decorator_mu;
+DomainDecorator& test_decorator() {
+  static DomainDecorator decorate;
+  return decorate;
+}
+
+Result<std::unique_ptr<Domain>> open_undecorated(const DomainSpec& spec);
+
 }  // namespace
 
+void set_domain_decorator_for_testing(DomainDecorator decorate) {
+  std::lock_guard lock(decorator_mu);
+  test_decorator() = std::move(decorate);
+}
+
 Result<std::unique_ptr<Domain>> open_domain(const DomainSpec& spec) {
+  Result<std::unique_ptr<Domain>> opened = open_undecorated(spec);
+  std::lock_guard lock(decorator_mu);
+  if (!opened.ok() || !test_decorator()) return opened;
+  return test_decorator()(std::move(opened).value());
+}
+
+namespace {
+
+Result<std::unique_ptr<Domain>> open_undecorated(const DomainSpec& spec) {
   if (nvlink::is_nvlink_provider(spec.provider)) {  // same-host GPU<->GPU (and host) over CUDA IPC + shm
     Result<std::unique_ptr<Domain>> nv = nvlink::open_nvlink_domain();
     if (!nv.ok() || spec.reorder_seed == 0) return nv;
@@ -47,6 +70,8 @@ Result<std::unique_ptr<Domain>> open_domain(const DomainSpec& spec) {
   if (spec.reorder_seed != 0) domain = std::make_unique<ReorderingDomain>(std::move(domain), spec.reorder_seed);
   return domain;
 }
+
+}  // namespace
 
 Result<std::vector<std::string>> default_interfaces(const std::string& provider) {
   if (nvlink::is_nvlink_provider(provider)) return std::vector<std::string>{"nvlink"};  // no NICs: one name

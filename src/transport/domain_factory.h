@@ -2,6 +2,7 @@
 // backend; core uses the Domain interface alone.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,11 @@ struct DomainSpec {
 };
 
 Result<std::unique_ptr<Domain>> open_domain(const DomainSpec& spec);
+
+// Testing only (fault injection): every domain opened from now on is passed through `decorate`
+// before use; an empty function turns it off.
+using DomainDecorator = std::function<std::unique_ptr<Domain>(std::unique_ptr<Domain>)>;
+void set_domain_decorator_for_testing(DomainDecorator decorate);
 
 // NIC names to use by default for `provider`, in order: every RDMA device for efa/verbs, the
 // first non-loopback interface for socket providers (loopback only when nothing else exists).

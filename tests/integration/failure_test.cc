@@ -179,18 +179,33 @@ TEST_P(FailureTest, KilledTargetFailsPendingWritesOnceAndARestartedOneWorks) {
   }
   ASSERT_TRUE(out.wait_all(60s)) << out.finished.load() << " of " << kRequests;
   out.expect_exactly_once();
-  EXPECT_EQ(out.count(ErrorCode::kOk) + out.count(ErrorCode::kPeerUnreachable) + out.count(ErrorCode::kDomainDown),
+  // shm (libfabric 1.17) may instead get stuck for good inside fi_writedata, spinning on a lock the
+  // killed process held in its shared memory; the watchdog then gives the group up and its
+  // requests fail with ProviderError (README, "Failure semantics").
+  const bool given_up = (*engine)->stats().groups_abandoned > 0;
+  EXPECT_EQ(out.count(ErrorCode::kOk) + out.count(ErrorCode::kPeerUnreachable) + out.count(ErrorCode::kDomainDown) +
+                out.count(ErrorCode::kProviderError),
             kRequests);
-  EXPECT_GT(out.count(ErrorCode::kPeerUnreachable), 0u);
+  if (given_up) {
+    EXPECT_EQ(GetParam().provider, "shm") << "only shm is known to get stuck inside the provider";
+    EXPECT_GT(out.count(ErrorCode::kProviderError), 0u);
+  } else {
+    EXPECT_EQ(out.count(ErrorCode::kProviderError), 0u);
+    EXPECT_GT(out.count(ErrorCode::kPeerUnreachable), 0u);
+  }
   auto status = (*engine)->peer_status();
-  ASSERT_EQ(status.size(), 1u);
-  EXPECT_EQ(status[0].health, PeerHealth::kUnreachable);
-  EXPECT_EQ(status[0].inflight, 0u);
+  if (given_up) {
+    EXPECT_TRUE(status.empty());  // a given-up group answers nothing
+  } else {
+    ASSERT_EQ(status.size(), 1u);
+    EXPECT_EQ(status[0].health, PeerHealth::kUnreachable);
+    EXPECT_EQ(status[0].inflight, 0u);
+  }
   {
     std::lock_guard lock(mu);
     bool peer_down = false;
     for (const auto& e : events) peer_down |= e.domain == -1 && !e.up;
-    EXPECT_TRUE(peer_down) << "no health event for the dead peer";
+    EXPECT_TRUE(peer_down || given_up) << "no health event for the dead peer";
   }
   // A restarted target (a new process, a new address) works with the same engine — except on
   // shm, whose endpoint keeps a dead peer's operations forever in libfabric 1.17 and refuses new

@@ -1,0 +1,207 @@
+// A provider call that never returns (libfabric 1.17's shm does this when a peer dies holding a
+// lock in its shared memory) must not hang the engine: the watchdog gives the stuck worker up,
+// every request of its group completes exactly once with ProviderError, later calls fail fast,
+// and stop() returns.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fabric_lib/transfer_engine.h"
+#include "transport/domain_factory.h"
+#include "transport/watch/provider_call_watch.h"
+
+namespace fabric_lib {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Process-wide: a thread stuck in a hanging call outlives the test that started it.
+struct Hang {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool armed = false;
+  bool released = false;
+  std::atomic<int> stuck{0};
+
+  // True when the call blocked (and was released at last).
+  bool maybe_block() {
+    std::unique_lock lock(mu);
+    if (!armed) return false;
+    stuck.fetch_add(1);
+    cv.wait(lock, [this] { return released; });
+    return true;
+  }
+  void arm() {
+    std::lock_guard lock(mu);
+    armed = true;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      released = true;
+      armed = false;
+    }
+    cv.notify_all();
+  }
+};
+Hang& hang() {
+  static Hang* h = new Hang;  // never destroyed: parked threads may still look at it
+  return *h;
+}
+
+// Forwards everything; post_write blocks while the hang is armed.
+class HangingDomain final : public transport::Domain {
+ public:
+  explicit HangingDomain(std::unique_ptr<transport::Domain> inner) : inner_(std::move(inner)) {}
+  const transport::DomainInfo& info() const override { return inner_->info(); }
+  const std::vector<uint8_t>& address() const override { return inner_->address(); }
+  Result<transport::DomainMr> register_memory(void* p, size_t n, Access a, MemoryKind k) override {
+    return inner_->register_memory(p, n, a, k);
+  }
+  void unregister_memory(uint64_t id) override { inner_->unregister_memory(id); }
+  Result<transport::PeerHandle> add_peer(std::span<const uint8_t> a) override { return inner_->add_peer(a); }
+  void remove_peer(transport::PeerHandle p) override { inner_->remove_peer(p); }
+  transport::PostResult post_write(const transport::WriteWr& wr, Status* e) override {
+    if (hang().maybe_block()) {
+      if (e) *e = Status(ErrorCode::kProviderError, "released");
+      return transport::PostResult::kFailed;
+    }
+    return inner_->post_write(wr, e);
+  }
+  transport::PostResult post_send(const transport::SendWr& wr, Status* e) override { return inner_->post_send(wr, e); }
+  transport::PostResult post_recv(const transport::RecvWr& wr, Status* e) override { return inner_->post_recv(wr, e); }
+  size_t poll(std::vector<transport::Event>& out, size_t max) override { return inner_->poll(out, max); }
+  int wait_fd() const override { return inner_->wait_fd(); }
+  bool ready_to_block() override { return inner_->ready_to_block(); }
+
+ private:
+  std::unique_ptr<transport::Domain> inner_;
+};
+
+TEST(ProviderCallWatch, AbandonsOnlyAThreadStillInsideTheSameCall) {
+  transport::ProviderCallWatch watch;
+  EXPECT_FALSE(watch.try_abandon(watch.sample()));  // not inside a call
+  // A call that returned: its odd sample no longer matches.
+  std::thread([&] {
+    watch.enter();
+    watch.leave();
+  }).join();
+  std::atomic<uint64_t> inside{0};
+  std::thread first([&] { watch.enter(); inside = watch.sample(); watch.leave(); });
+  first.join();
+  EXPECT_EQ(inside.load() & 1, 1u);
+  EXPECT_FALSE(watch.try_abandon(inside.load()));
+  EXPECT_FALSE(watch.abandoned());
+
+  // A call that never returns (until released; then the thread parks for good).
+  auto blocked = std::make_shared<std::atomic<bool>>(true);
+  auto shared_watch = std::make_shared<transport::ProviderCallWatch>();
+  std::thread stuck([shared_watch, blocked] {
+    shared_watch->enter();
+    while (blocked->load()) std::this_thread::sleep_for(1ms);
+    shared_watch->leave();  // parks: the watchdog won
+    ADD_FAILURE() << "a given-up thread ran on";
+  });
+  uint64_t sample = 0;
+  while (((sample = shared_watch->sample()) & 1) == 0) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(shared_watch->try_abandon(sample));
+  EXPECT_TRUE(shared_watch->abandoned());
+  EXPECT_FALSE(shared_watch->try_abandon(sample));  // once
+  *blocked = false;
+  stuck.detach();
+  std::this_thread::sleep_for(20ms);
+}
+
+TEST(ProviderWatchdog, AStuckProviderCallFailsItsGroupInsteadOfHangingIt) {
+  auto target = TransferEngineBuilder().provider("tcp").domains_per_group(2).build();
+  ASSERT_TRUE(target.ok()) << target.status().to_string();
+  std::vector<uint8_t> dst(1 << 20, 0);
+  auto dst_reg = (*target)->register_memory(dst.data(), dst.size(), Access::kRemoteWrite);
+  ASSERT_TRUE(dst_reg.ok());
+
+  transport::set_domain_decorator_for_testing(
+      [](std::unique_ptr<transport::Domain> inner) { return std::make_unique<HangingDomain>(std::move(inner)); });
+  auto engine = TransferEngineBuilder().provider("tcp").domains_per_group(2).stall_timeout(300ms).build();
+  transport::set_domain_decorator_for_testing({});
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  std::vector<uint8_t> src(1 << 20, 7);
+  auto src_reg = (*engine)->register_memory(src.data(), src.size(), Access::kLocalOnly);
+  ASSERT_TRUE(src_reg.ok());
+  const WriteRequest write{src_reg->handle, 0, dst_reg->desc, 0, 4096};
+
+  // Before: writes work.
+  CompletionCounter before;
+  for (int i = 0; i < 20; ++i) {
+    auto id = (*engine)->submit_write(write, Completion::counter(before));
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+  }
+  ASSERT_TRUE(before.wait_for(20, 10s));
+  EXPECT_EQ(before.errors.load(), 0u);
+
+  // The provider stops returning from post_write.
+  hang().arm();
+  constexpr int kRequests = 300;
+  std::vector<std::atomic<int>> calls(kRequests);
+  std::vector<std::atomic<int>> codes(kRequests);
+  std::atomic<int> finished{0};
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE((*engine)
+                    ->submit_write(write, Completion::callback([&, i](const Status& s) {
+                                     codes[i] = static_cast<int>(s.code());
+                                     calls[i].fetch_add(1);
+                                     finished.fetch_add(1);
+                                   }))
+                    .ok());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  while (finished.load() < kRequests && std::chrono::steady_clock::now() - t0 < 20s) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(finished.load(), kRequests) << "requests of a stuck group must not wait forever";
+  EXPECT_GE(hang().stuck.load(), 1);
+  int provider_errors = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(calls[i].load(), 1) << "request " << i;
+    provider_errors += codes[i] == static_cast<int>(ErrorCode::kProviderError);
+  }
+  EXPECT_EQ(provider_errors, kRequests);  // the first WR of the first one never got posted
+  EXPECT_EQ((*engine)->stats().groups_abandoned, 1u);
+
+  // Later calls come back at once, with the reason.
+  CompletionCounter later;
+  auto id = (*engine)->submit_write(write, Completion::counter(later));
+  if (id.ok()) {
+    ASSERT_TRUE(later.wait_for(1, 5s));
+    EXPECT_EQ(later.errors.load(), 1u);
+  }
+  std::vector<uint8_t> more(4096);
+  auto reg = (*engine)->register_memory(more.data(), more.size(), Access::kLocalOnly);
+  ASSERT_FALSE(reg.ok());
+  EXPECT_EQ(reg.status().code(), ErrorCode::kProviderError) << reg.status().to_string();
+
+  const auto stop_start = std::chrono::steady_clock::now();
+  EXPECT_TRUE((*engine)->stop().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_start, 5s);
+  engine->reset();  // leaves the stuck worker behind
+  // The call returns at last; the given-up thread parks instead of touching anything.
+  hang().release();
+  std::this_thread::sleep_for(50ms);
+
+  // The rest of the process is unaffected.
+  auto fresh = TransferEngineBuilder().provider("tcp").domains_per_group(2).build();
+  ASSERT_TRUE(fresh.ok());
+  std::vector<uint8_t> src2(4096, 9);
+  auto src2_reg = (*fresh)->register_memory(src2.data(), src2.size(), Access::kLocalOnly);
+  ASSERT_TRUE(src2_reg.ok());
+  CompletionCounter after;
+  ASSERT_TRUE((*fresh)->submit_write({src2_reg->handle, 0, dst_reg->desc, 8192, 4096}, Completion::counter(after)).ok());
+  ASSERT_TRUE(after.wait_for(1, 10s));
+  EXPECT_EQ(after.errors.load(), 0u);
+  EXPECT_EQ(dst[8192], 9);
+}
+
+}  // namespace
+}  // namespace fabric_lib
