@@ -6,15 +6,31 @@
 #   fabric_lib_unpack_debs ROOT PREFIX   # ROOT/.deb/*.deb -> PREFIX; exports FABRIC_LIB_DEPS_USR,
 #                                        # FABRIC_LIB_DEPS_LIB, FABRIC_LIB_PKG_CONFIG, LD_LIBRARY_PATH,
 #                                        # LIBRARY_PATH, PKG_CONFIG_PATH (and FI_PROVIDER_PATH when the
-#                                        # packages carry provider plugins)
+#                                        # packages carry provider plugins); CC, CXX and CUDAHOSTCXX
+#                                        # = the system GCC (fabric_lib_use_system_compiler says why)
 #   fabric_lib_cmake_dep_args            # prints CMake arguments that build against that prefix
+#   fabric_lib_pybind11_dir PYTHON       # prints the pybind11 CMake dir to build the extension with
 #
 # Fill .deb/ on a Debian 12 machine (the list serves device-bench.sh and device-python.sh):
 #   mkdir -p .deb && cd .deb && apt-get download libfabric1 libfabric-dev libibverbs1 librdmacm1 \
 #     ibverbs-providers libpsm2-2 libpsm-infinipath1 libnl-3-200 libnl-route-3-200 libnuma1 \
 #     libatomic1 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libcli11-dev libconcurrentqueue-dev \
-#     pkgconf pkgconf-bin libpkgconf3
+#     pkgconf pkgconf-bin libpkgconf3 pybind11-dev
 # (Same steps as device-bench.sh's own unpacking, factored out so both scripts can share them.)
+
+# The GPU machine's image sets CXX=/opt/gcc/bin/g++, a GCC whose programs and shared libraries
+# carry their own copy of libstdc++ (seen 2026-11-29: std::locale and codecvt code inside
+# _fabric_lib.so). Two copies in one process break std::call_once/std::promise (unit_tests
+# crashed in GroupWorker::thread_main) and std::locale (python crashed, "free(): invalid pointer",
+# once torch's shared libstdc++ was loaded too). Build with the system compiler, which links the
+# one shared libstdc++.so.6; FABRIC_LIB_KEEP_CXX=1 keeps the image's.
+fabric_lib_use_system_compiler() {
+  export FABRIC_LIB_IMAGE_CXX=${CXX:-}
+  [ "${FABRIC_LIB_KEEP_CXX:-0}" = 1 ] && return
+  if [ -x /usr/bin/g++ ] && [ -x /usr/bin/gcc ]; then
+    export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
+  fi
+}
 
 fabric_lib_unpack_debs() {
   local root=$1 prefix=$2 deb
@@ -49,7 +65,8 @@ fabric_lib_unpack_debs() {
   pkg_config=$(command -v pkg-config || true)
   if [ -z "$pkg_config" ] || ! "$pkg_config" --version >/dev/null 2>&1; then pkg_config=$usr/bin/pkgconf; fi
   export FABRIC_LIB_DEPS_USR=$usr FABRIC_LIB_DEPS_LIB=$lib FABRIC_LIB_PKG_CONFIG=$pkg_config
-  echo "unpacked ${#debs[@]} packages into $prefix (pkg-config: $pkg_config)"
+  fabric_lib_use_system_compiler
+  echo "unpacked ${#debs[@]} packages into $prefix (pkg-config: $pkg_config; CXX=${CXX:-c++}, image's: ${FABRIC_LIB_IMAGE_CXX:-none})"
 }
 
 fabric_lib_cmake_dep_args() {
@@ -58,5 +75,21 @@ fabric_lib_cmake_dep_args() {
     "-DCMAKE_CXX_FLAGS=-isystem $usr/include" \
     "-DCMAKE_EXE_LINKER_FLAGS=-L$lib -Wl,-rpath-link,$lib:$usr/lib/libpsm1" \
     "-DCMAKE_SHARED_LINKER_FLAGS=-L$lib -Wl,-rpath-link,$lib:$usr/lib/libpsm1" \
-    "-DCMAKE_MODULE_LINKER_FLAGS=-L$lib -Wl,-rpath-link,$lib:$usr/lib/libpsm1"
+    "-DCMAKE_MODULE_LINKER_FLAGS=-L$lib -Wl,-rpath-link,$lib:$usr/lib/libpsm1" \
+    "-DCMAKE_POLICY_VERSION_MINIMUM=3.5"
+}
+
+# The GPU machine's python3 has pip's pybind11 3.1.0; from 3.0.2 on, py::make_tuple returns a typed
+# py::typing::Tuple<...>, and python/src/errors.cc (written against Debian 12's pybind11 2.10) then
+# fails to compile ("operands to '?:' have different types"). Build with the carried Debian
+# pybind11-dev (2.10.3, headers only) when .deb/ holds it; fall back to the python's own.
+fabric_lib_pybind11_dir() {
+  local py=$1 dir
+  for dir in "$FABRIC_LIB_DEPS_USR/lib/cmake/pybind11" "$FABRIC_LIB_DEPS_USR/share/cmake/pybind11"; do
+    if [ -e "$dir/pybind11Config.cmake" ]; then
+      echo "$dir"
+      return
+    fi
+  done
+  "$py" -m pybind11 --cmakedir 2>/dev/null || true
 }

@@ -2,11 +2,15 @@
 # The Python package on the GPU machine (Ubuntu 24.04, its python3 = Python 3.12 with torch, numpy,
 # pytest, pip-installed pybind11; no libfabric, no network): unpacks the Debian packages carried
 # in .deb/ into a private prefix (scripts/device-common.sh), builds the library and the extension
-# against that python3, runs the pytest suite once with numpy arrays and once with torch CPU
-# tensors (FABRIC_LIB_TEST_ARRAYS), then checks `pip install .` into a --target directory.
+# against that python3 (with the system g++ and the carried pybind11-dev: device-common.sh), runs
+# the pytest suite once with numpy arrays and once with torch CPU tensors (FABRIC_LIB_TEST_ARRAYS),
+# then checks `pip install .` into a --target directory.
 #
 # The lead runs it through the device tool with carry [".deb"]:   bash scripts/device-python.sh
-# (.deb/ is filled here as scripts/device-common.sh's header says.) About 3-4 minutes on 16 cores.
+# (.deb/ is filled here as scripts/device-common.sh's header says.) On nvidia-h200-x2 (32 cores,
+# 2026-11-29): pytest 18 s with numpy, 45 s with torch, pip install check 37 s, plus the build.
+# It writes 9 files, one more than the device tool brings back: point OUT at a scratch folder and
+# tar it into the tool's $OUT (FABRIC_LIB_BUILD_DIR may reuse device-test.sh's build).
 #
 # Writes into $OUT: summary.txt (one line per step: ok/FAILED/skipped and seconds), env.txt (machine,
 # python, package versions), build.log, pytest-numpy.log / pytest-numpy.xml, pytest-torch.log /
@@ -54,7 +58,7 @@ for name in ("numpy", "torch", "pytest", "pybind11", "setuptools", "wheel", "pip
     except Exception as e:  # report, do not stop
         print(f"{name} MISSING ({e})")
 PY
-  echo "== cmake: $(cmake --version | head -n1); compiler: $(c++ --version | head -n1)"
+  echo "== cmake: $(cmake --version | head -n1); compiler: ${CXX:-c++}: $(${CXX:-c++} --version | head -n1) (the image's CXX: ${FABRIC_LIB_IMAGE_CXX:-unset})"
 } >"$out/env.txt" 2>&1
 have() { "$py" -c "import $1" >/dev/null 2>&1; }
 
@@ -63,7 +67,7 @@ t0=$(date +%s)
 mapfile -t dep_args < <(fabric_lib_cmake_dep_args)
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-pybind11_dir=$("$py" -m pybind11 --cmakedir 2>/dev/null || true)
+pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (device-common.sh)
 {
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DFABRIC_LIB_BUILD_TESTS=OFF -DFABRIC_LIB_BUILD_TOOLS=OFF -DFABRIC_LIB_PYTHON=ON \
