@@ -124,7 +124,7 @@ TEST_P(GpuMemoryOn, StagedWritesFromGpuReachAHostTargetByteForByte) {
   constexpr int kMany = 200;
   CompletionCounter many;
   for (int i = 0; i < kMany; ++i) {
-    const uint64_t off = 8 << 20 | (static_cast<uint64_t>(i % 64) << 18);
+    const uint64_t off = (uint64_t{8} << 20) + (static_cast<uint64_t>(i % 64) << 18);  // [8, 24) MiB
     WriteRequest w{src->handle, off, agent.desc(), off, 256 << 10, 201u};
     ASSERT_TRUE(engine->submit_write(w, Completion::counter(many)).ok());
   }
