@@ -79,17 +79,21 @@ fabric_lib_cmake_dep_args() {
     "-DCMAKE_POLICY_VERSION_MINIMUM=3.5"
 }
 
-# The GPU machine's python3 has pip's pybind11 3.1.0; from 3.0.2 on, py::make_tuple returns a typed
-# py::typing::Tuple<...>, and python/src/errors.cc (written against Debian 12's pybind11 2.10) then
-# fails to compile ("operands to '?:' have different types"). Build with the carried Debian
-# pybind11-dev (2.10.3, headers only) when .deb/ holds it; fall back to the python's own.
+# The pybind11 to build the extension with: the python's own (pip's pybind11 3.1 on the GPU
+# machine, what its users have); the carried Debian pybind11-dev (2.10.3, headers only) when that
+# python has none, or when FABRIC_LIB_DEBIAN_PYBIND11=1.
 fabric_lib_pybind11_dir() {
-  local py=$1 dir
+  local py=$1 dir own
+  own=$("$py" -m pybind11 --cmakedir 2>/dev/null || true)
+  if [ -n "$own" ] && [ "${FABRIC_LIB_DEBIAN_PYBIND11:-0}" != 1 ]; then
+    echo "$own"
+    return
+  fi
   for dir in "$FABRIC_LIB_DEPS_USR/lib/cmake/pybind11" "$FABRIC_LIB_DEPS_USR/share/cmake/pybind11"; do
     if [ -e "$dir/pybind11Config.cmake" ]; then
       echo "$dir"
       return
     fi
   done
-  "$py" -m pybind11 --cmakedir 2>/dev/null || true
+  echo "$own"
 }

@@ -89,7 +89,9 @@ void bind_errors(py::module_& m) {
     const char* builtin = it == code_info().end() ? nullptr : it->second.builtin;
     const std::string doc = std::string(it == code_info().end() ? "A fabric-lib error." : it->second.doc) +
                             " Error code ``'" + code + "'``.";
-    py::tuple bases = builtin ? py::make_tuple(py::handle(g_base), builtins.attr(builtin)) : py::make_tuple(py::handle(g_base));
+    // Each branch as a plain py::tuple: pybind11 >= 3.0 gives make_tuple a typed result per arity.
+    py::tuple bases = builtin ? py::tuple(py::make_tuple(py::handle(g_base), builtins.attr(builtin)))
+                              : py::tuple(py::make_tuple(py::handle(g_base)));
     const std::string name = class_name_of(code);
     const std::string full = module_name + "." + name;
     g_classes[value] = PyErr_NewExceptionWithDoc(full.c_str(), doc.c_str(), bases.ptr(), nullptr);

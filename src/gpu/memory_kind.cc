@@ -120,6 +120,9 @@ Result<DmabufRange> export_dmabuf(const void* ptr, size_t length, int device) {
   const uint64_t start = reinterpret_cast<uint64_t>(ptr);
   const uint64_t base = start & ~(page - 1);
   const uint64_t end = (start + length + page - 1) & ~(page - 1);
+  // Registration runs on the group worker, which may have no CUDA context current yet.
+  const cudaError_t set = cudaSetDevice(device);
+  if (set != cudaSuccess) return cuda_status("cudaSetDevice", set);
   int fd = -1;
   r = calls.get_handle(&fd, static_cast<CUdeviceptr>(base), end - base, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
   if (r != CUDA_SUCCESS || fd < 0) {

@@ -60,6 +60,8 @@ Result<GpuExport> CudaGpuBackend::export_region(void* ptr, size_t length, bool f
   out.device = device;
   if (default_device_ < 0) default_device_ = device;
   if (!for_peers) return out;
+  DeviceGuard guard(device);  // the driver call below needs the device's context current
+  if (guard.status() != cudaSuccess) return gpu::cuda_status("cudaSetDevice", guard.status());
   Result<std::pair<uint8_t*, size_t>> alloc = allocation_of(ptr);
   if (!alloc.ok()) return alloc.status();
   auto [base, size] = *alloc;
@@ -68,7 +70,6 @@ Result<GpuExport> CudaGpuBackend::export_region(void* ptr, size_t length, bool f
     return invalid_argument("nvlink: the region [ptr, ptr + " + std::to_string(length) +
                             ") spans more than one CUDA allocation; register each allocation separately");
   }
-  DeviceGuard guard(device);
   cudaIpcMemHandle_t handle{};
   const cudaError_t e = cudaIpcGetMemHandle(&handle, base);
   if (e != cudaSuccess) {

@@ -35,7 +35,11 @@ const char* gpu_copy_mode_name(GpuCopyMode mode) {
 
 DeviceGuard::DeviceGuard(int device) {
   if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-  if (previous_ != device) status_ = cudaSetDevice(device);
+  // Always set, even when cudaGetDevice already names `device`: on a thread that never used CUDA
+  // (the group worker) it answers 0 with no context current, and driver calls made through the
+  // runtime's entry points (cuMemGetAddressRange) then fail with CUDA_ERROR_INVALID_CONTEXT.
+  // cudaSetDevice makes the device's primary context current (CUDA 12+).
+  status_ = cudaSetDevice(device);
 }
 
 DeviceGuard::~DeviceGuard() {
