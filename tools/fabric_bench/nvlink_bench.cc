@@ -395,6 +395,19 @@ Status NvlinkBench::run(size_t domains, std::vector<Row>& rows) {
   Result<std::vector<std::string>> reply = peer_.call("setup " + std::to_string(domains) + " " + (o_.target_spin ? "1" : "0"));
   if (!reply.ok()) return reply.status();
   peer_gpu_ = reply->empty() ? 0 : std::atoi((*reply)[0].c_str());
+  if (peer_gpu_ != kSrcGpu) {
+    // Without peer access cudaMemcpyPeerAsync is staged through the host (~36 GB/s on the H200s):
+    // the baseline must be the direct NVLink copy.
+    int can = 0;
+    cudaDeviceCanAccessPeer(&can, kSrcGpu, peer_gpu_);
+    cudaSetDevice(kSrcGpu);
+    const cudaError_t e = can ? cudaDeviceEnablePeerAccess(peer_gpu_, 0) : cudaErrorPeerAccessUnsupported;
+    if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+      step(std::string("warning: no peer access GPU ") + std::to_string(kSrcGpu) + " -> " + std::to_string(peer_gpu_) +
+           " (" + cudaGetErrorString(e) + "): the baseline is staged through the host");
+    }
+    cudaGetLastError();  // clear the sticky "already enabled"
+  }
   step("GPU " + std::to_string(kSrcGpu) + " -> GPU " + std::to_string(peer_gpu_) + ", " + std::to_string(domains) + " domain(s)");
   for (Mode m : o_.modes) {
     Status s;

@@ -25,7 +25,8 @@ class CudaGpuBackend final : public GpuBackend {
   Result<GpuExport> export_region(void* ptr, size_t length, bool for_peers) override;
   Result<void*> open_import(const RegionInfo& region, int device) override;
   void close_import(void* base, int device) override;
-  int default_device() const override { return default_device_; }
+  // Host sources copy on the first GPU this domain registered, else on GPU 0.
+  int default_device() const override { return default_device_ < 0 ? 0 : default_device_; }
   CopyEngine& copies() override { return copies_; }
 
  private:
