@@ -156,7 +156,9 @@ Result<std::unique_ptr<ShmSegment>> ShmSegment::attach(const NvlinkAddress& addr
   seg->table_ = reinterpret_cast<RegionEntry*>(static_cast<uint8_t*>(seg->base_) + table_offset);
   seg->table_entries_ = entries;
   if (seg->closed()) return Status(ErrorCode::kPeerUnreachable, who + " was closed by its owner");
-  seg->fifo_write_ = open(fifo_path(seg->name_).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  // O_RDWR, not O_WRONLY: holding a read end ourselves, a write to the FIFO of an owner that died
+  // never raises SIGPIPE (which would kill the user's process); it fills the pipe and gets EAGAIN.
+  seg->fifo_write_ = open(fifo_path(seg->name_).c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (seg->fifo_write_ < 0) {
     return Status(ErrorCode::kPeerUnreachable, "cannot open the wake-up FIFO of " + who + ": " + errno_text());
   }
