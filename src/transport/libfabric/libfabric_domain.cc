@@ -120,6 +120,7 @@ Status LibfabricDomain::open_resources(const LibfabricDomainOptions& options) {
   for (const char* p : {"tcp", "sockets", "udp", "net"}) {
     if (info_.provider.rfind(p, 0) == 0) socket_provider_ = true;
   }
+  keep_av_entries_ = info_.provider == "shm";
 
   scratch_ = std::make_unique<uint8_t[]>(kScratchBytes);
   Result<DomainMr> scratch = register_memory(scratch_.get(), kScratchBytes, Access::kLocalOnly, MemoryKind::kHost);
@@ -265,6 +266,7 @@ Result<PeerHandle> LibfabricDomain::add_peer(std::span<const uint8_t> address) {
 }
 
 void LibfabricDomain::remove_peer(PeerHandle peer) {
+  if (keep_av_entries_) return;
   fi_addr_t addr = peer;
   int ret = fi_av_remove(av_, &addr, 1, 0);
   if (ret) FL_LOG_DEBUG("fi_av_remove: {}", fi_strerror(-ret));
