@@ -3,12 +3,11 @@
 #include <chrono>
 #include <thread>
 
-#include "core/log.h"
-
 namespace fabric_lib::transport {
 
+// Touches nothing, not even the logger: the process may be tearing it down (the watchdog logged
+// when it gave the thread up).
 void ProviderCallWatch::park_forever() {
-  FL_LOG_ERROR("a provider call returned after its worker was given up on; the thread stays parked");
   for (;;) std::this_thread::sleep_for(std::chrono::hours(24));
 }
 
