@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "gpu/memory_kind.h"
+#include "transport/libfabric/stale_shm.h"
 
 namespace fabric_lib::transport::libfabric {
 namespace {
@@ -93,14 +94,12 @@ Status LibfabricDomain::open_resources(const LibfabricDomainOptions& options) {
   ret = fi_av_open(domain_, &av_attr, &av_, nullptr);
   if (ret) return provider_error("fi_av_open", ret);
 
-  ret = fi_endpoint(domain_, fi_.get(), &ep_, nullptr);
-  if (ret) return provider_error("fi_endpoint", ret);
-  ret = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
-  if (ret) return provider_error("fi_ep_bind(cq)", ret);
-  ret = fi_ep_bind(ep_, &av_->fid, 0);
-  if (ret) return provider_error("fi_ep_bind(av)", ret);
-  ret = fi_enable(ep_);
-  if (ret) return provider_error("fi_enable", ret);
+  // Before shm names its region after our pid: a dead process's region of that name would make
+  // fi_enable fail with EBUSY (stale_shm.h).
+  const char* prov = fi_->fabric_attr->prov_name;
+  if (prov && std::strcmp(prov, "shm") == 0) remove_stale_shm_regions();
+  Status endpoint = open_endpoint();
+  if (!endpoint.ok()) return endpoint;
 
   size_t len = kMaxDomainAddressBytes;
   address_.resize(len);
@@ -130,6 +129,24 @@ Status LibfabricDomain::open_resources(const LibfabricDomainOptions& options) {
   FL_LOG_DEBUG("opened libfabric domain {} on {} ({}), mr_mode=0x{:x}, tx={}, wait_fd={}, delivery_complete={}, hmem={}",
                info_.provider, info_.name, info_.fabric, mr_mode_, info_.max_inflight, wait_fd_,
                info_.delivery_complete, info_.hmem);
+  return ok_status();
+}
+
+Status LibfabricDomain::open_endpoint() {
+  if (ep_) close_fid(&ep_->fid, "ep");
+  ep_ = nullptr;
+  int ret = fi_endpoint(domain_, fi_.get(), &ep_, nullptr);
+  if (ret) return provider_error("fi_endpoint", ret);
+  ret = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
+  if (ret) return provider_error("fi_ep_bind(cq)", ret);
+  ret = fi_ep_bind(ep_, &av_->fid, 0);
+  if (ret) return provider_error("fi_ep_bind(av)", ret);
+  ret = fi_enable(ep_);
+  if (ret == -FI_EBUSY) {
+    return Status(ErrorCode::kResourceExhausted, provider_error("fi_enable", ret).message() +
+                                                     " (for shm: a region with this endpoint's name exists)");
+  }
+  if (ret) return provider_error("fi_enable", ret);
   return ok_status();
 }
 

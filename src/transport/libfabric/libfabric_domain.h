@@ -52,6 +52,8 @@ class LibfabricDomain final : public Domain {
  private:
   LibfabricDomain() = default;
   Status open_resources(const LibfabricDomainOptions& options);
+  // Creates, binds and enables ep_ (closing an earlier one).
+  Status open_endpoint();
   PostResult classify(int ret, OpContext* ctx, const char* call, Status* error);
   void read_error(std::vector<Event>& out);
   bool is_connection_error(int err, int prov_errno) const;
