@@ -151,7 +151,9 @@ TEST(NvlinkDomain, MessagesOfEveryFragmentSizeArriveWholeInPostedBuffers) {
     ASSERT_EQ(e.context, 200 + i) << "buffers are used in posting order";
     EXPECT_TRUE(e.status.ok());
     ASSERT_EQ(e.length, sizes[i]);
-    if (sizes[i] > 0) EXPECT_EQ(std::memcmp(bufs[i].data(), msgs[i].data(), sizes[i]), 0) << "message " << i;
+    if (sizes[i] > 0) {
+      EXPECT_EQ(std::memcmp(bufs[i].data(), msgs[i].data(), sizes[i]), 0) << "message " << i;
+    }
   }
 }
 
