@@ -54,13 +54,9 @@ class Completion {
   Kind kind() const { return kind_; }
   bool is_none() const { return kind_ == Kind::kNone; }
 
-  // Delivers inline on the calling thread. The engine calls this only on its callback thread for
-  // callbacks; counters are bumped wherever the operation ends.
-  void deliver_now(const Status& status);
-  // The callback, for dispatch elsewhere (moves it out).
-  CompletionCallback take_callback() { return std::move(fn_); }
-
  private:
+  // The engine's side: delivers sinks inline or hands callbacks to its callback thread.
+  friend class CompletionDelivery;
   Kind kind_ = Kind::kNone;
   bool has_deadline_ = false;
   Clock::time_point deadline_{};

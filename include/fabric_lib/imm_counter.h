@@ -5,18 +5,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 
 #include "fabric_lib/completion.h"
 #include "fabric_lib/status.h"
 
 namespace fabric_lib {
 
-namespace detail {
-class CompletionDispatcher;
-}
-
-// Counts imms per value, engine-wide, across all domains and groups.
+// Counts imms per value, engine-wide, across all domains and groups. An engine's counter is
+// TransferEngine::imms().
 //
 // - Every arriving imm is counted, even if nobody expects it yet: early arrivals are never lost.
 // - expect(imm, n, sink) fires `sink` once with Ok when the count reaches n (immediately, if it
@@ -26,59 +22,52 @@ class CompletionDispatcher;
 // - The table holds at most `capacity` distinct values (counts > 0 or expectations). An imm that
 //   arrives when it is full is dropped and reported (overflow_count(), the overflow handler,
 //   and an error log line); expect() on a full table returns ResourceExhausted.
+// - After the engine stopped, pending expectations have ended with Cancelled and expect()
+//   returns Stopped.
 //
 // Thread safety: every method may be called from any thread, including completion callbacks.
+// Sinks with callbacks, observers and overflow handlers run on the engine's callback thread.
 class ImmCounter {
  public:
-  // Called on the engine's callback thread for every arriving imm (never changes the counts).
+  // Called for every arriving imm (never changes the counts).
   using Observer = std::function<void(uint32_t imm)>;
-  // Called on the engine's callback thread when an arriving imm could not be counted.
+  // Called when an arriving imm could not be counted.
   using OverflowHandler = std::function<void(uint32_t imm, const Status& why)>;
 
   static constexpr size_t kDefaultCapacity = 1 << 16;
 
-  // Standalone counter (used by engines and by tests); sinks are delivered through `dispatcher`,
-  // or inline on the calling thread when it is null.
-  explicit ImmCounter(size_t capacity = kDefaultCapacity, detail::CompletionDispatcher* dispatcher = nullptr);
-  ~ImmCounter();
+  virtual ~ImmCounter() = default;
   ImmCounter(const ImmCounter&) = delete;
   ImmCounter& operator=(const ImmCounter&) = delete;
 
   // Fires `sink` when the count of `imm` reaches n (n >= 1). AlreadyExists when `imm` already has
-  // a pending expectation; ResourceExhausted when the table is full; Stopped after shutdown().
+  // a pending expectation; ResourceExhausted when the table is full; Stopped after shutdown.
   // If `sink` carries a deadline (Completion::with_deadline) and the count has not reached n by
   // then, the sink gets DeadlineExceeded and the expectation is removed; what arrived stays counted.
-  Status expect(uint32_t imm, uint64_t n, Completion sink);
+  virtual Status expect(uint32_t imm, uint64_t n, Completion sink) = 0;
   Status expect(uint32_t imm, uint64_t n, Completion sink, Clock::time_point deadline) {
     return expect(imm, n, std::move(sink).with_deadline(deadline));
   }
   // Current count (arrived and not yet consumed).
-  uint64_t count(uint32_t imm) const;
+  virtual uint64_t count(uint32_t imm) const = 0;
   // Whether `imm` has a pending expectation.
-  bool has_expectation(uint32_t imm) const;
+  virtual bool has_expectation(uint32_t imm) const = 0;
   // Forgets `imm` (count and expectation). NotFound when it was unknown.
-  Status release(uint32_t imm);
+  virtual Status release(uint32_t imm) = 0;
   // Ends the pending expectation of `imm` with Cancelled but keeps what arrived counted
   // (e.g. an asyncio waiter that was cancelled). NotFound when there is none.
-  Status cancel_expectation(uint32_t imm);
+  virtual Status cancel_expectation(uint32_t imm) = 0;
   // The n of `imm`'s pending expectation, or 0 when there is none.
-  uint64_t expected(uint32_t imm) const;
+  virtual uint64_t expected(uint32_t imm) const = 0;
 
-  void set_observer(Observer observer);
-  void set_overflow_handler(OverflowHandler handler);
-  uint64_t overflow_count() const;
-  size_t size() const;      // distinct values held
-  size_t capacity() const;
+  virtual void set_observer(Observer observer) = 0;
+  virtual void set_overflow_handler(OverflowHandler handler) = 0;
+  virtual uint64_t overflow_count() const = 0;
+  virtual size_t size() const = 0;  // distinct values held
+  virtual size_t capacity() const = 0;
 
-  // --- used by the engine ---------------------------------------------------------------------
-  // Counts `n` arrivals of `imm`; fires a reached expectation. Error when the table is full.
-  Status add(uint32_t imm, uint64_t n = 1);
-  // Ends every pending expectation with `why` and refuses new ones.
-  void shutdown(const Status& why);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+ protected:
+  ImmCounter() = default;
 };
 
 }  // namespace fabric_lib

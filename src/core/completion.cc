@@ -1,5 +1,7 @@
 #include "fabric_lib/completion.h"
 
+#include "core/completion_delivery.h"
+
 #include <thread>
 
 namespace fabric_lib {
@@ -50,18 +52,18 @@ Completion& Completion::with_deadline(Clock::time_point deadline) & {
   return *this;
 }
 
-void Completion::deliver_now(const Status& status) {
-  switch (kind_) {
-    case Kind::kNone:
+void CompletionDelivery::deliver_inline(Completion& c, const Status& status) {
+  switch (c.kind_) {
+    case Completion::Kind::kNone:
       return;
-    case Kind::kCallback:
-      if (fn_) fn_(status);
+    case Completion::Kind::kCallback:
+      if (c.fn_) c.fn_(status);
       return;
-    case Kind::kCounter:
-      (status.ok() ? counter_->done : counter_->errors).fetch_add(1, std::memory_order_acq_rel);
+    case Completion::Kind::kCounter:
+      (status.ok() ? c.counter_->done : c.counter_->errors).fetch_add(1, std::memory_order_acq_rel);
       return;
-    case Kind::kFlag:
-      __atomic_store_n(flag_, status.ok() ? flag_value_ : flag_error_value_, __ATOMIC_RELEASE);
+    case Completion::Kind::kFlag:
+      __atomic_store_n(c.flag_, status.ok() ? c.flag_value_ : c.flag_error_value_, __ATOMIC_RELEASE);
       return;
   }
 }

@@ -2,11 +2,11 @@
 
 #include <thread>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "core/peer_group_data.h"
+#include "core/uvm_watcher_hub.h"
+#include "core/uvm_watcher_state.h"
 #include "gpu/memory_kind.h"
-#include "gpu/uvm_watcher_state.h"
-#include "gpu/watcher_hub.h"
 
 namespace fabric_lib::detail {
 namespace {
@@ -27,9 +27,9 @@ bool pages_fit(uint64_t offset, uint64_t max_index, uint64_t stride, uint64_t pa
 
 }  // namespace
 
-EngineCore::EngineCore(TransferEngineBuilder::Options options) : options_(std::move(options)) {
+EngineCore::EngineCore(EngineOptions options) : options_(std::move(options)) {
   dispatcher_ = std::make_unique<CompletionDispatcher>();
-  imms_ = std::make_unique<ImmCounter>(options_.imm_table_capacity, dispatcher_.get());
+  imms_ = std::make_unique<ImmCountTable>(options_.imm_table_capacity, dispatcher_.get());
 }
 
 EngineCore::~EngineCore() {
@@ -55,11 +55,14 @@ EngineCore::~EngineCore() {
   stop();
 }
 
-Status EngineCore::start(const std::vector<std::vector<transport::DomainSpec>>& groups) {
-  for (size_t g = 0; g < groups.size(); ++g) {
+Status EngineCore::start() {
+  if (options_.groups.empty() || options_.domains_per_group() == 0) return invalid_argument("no domains to open");
+  if (!options_.open_domain) return invalid_argument("no domain factory");
+  for (size_t g = 0; g < options_.groups.size(); ++g) {
     GroupWorkerConfig config;
     config.group = g;
-    config.domains = groups[g];
+    config.domains = options_.groups[g];
+    config.open_domain = options_.open_domain;
     auto cpu = options_.worker_cpus.find(g);
     if (cpu != options_.worker_cpus.end()) config.cpu = cpu->second;
     config.idle_policy = options_.idle_policy;
@@ -351,7 +354,8 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
   return enqueue(group, std::move(r), scope);
 }
 
-Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, Completion done) {
+Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::shared_ptr<const PeerGroup::Data> peers,
+                                              Completion done) {
   SubmitScope scope(*this, options_.record_submit_latency);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (request.targets.empty()) return invalid_argument("submit_scatter: no targets");
@@ -360,12 +364,7 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, Completion
   if (!src) return not_found("source memory region " + std::to_string(request.src.id) + " is not registered");
   const size_t group = src->group;
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
-  std::shared_ptr<const PeerGroupData> peers;
-  if (request.group) {
-    if (request.group->empty()) return invalid_argument("submit_scatter: empty peer group");
-    peers = request.group->data_;
-    if (peers->group != group) return invalid_argument("submit_scatter: peer group belongs to another group");
-  }
+  if (peers && peers->group != group) return invalid_argument("submit_scatter: peer group belongs to another group");
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
     const std::string where = "scatter target " + std::to_string(t) + ": ";
@@ -417,7 +416,7 @@ Result<TransferId> EngineCore::submit_barrier(uint32_t imm, std::span<const MrDe
   return enqueue(group, std::move(r), scope);
 }
 
-Result<PeerGroup> EngineCore::add_peer_group(std::span<const MrDesc> peers, size_t group) {
+Result<std::shared_ptr<const PeerGroup::Data>> EngineCore::add_peer_group(std::span<const MrDesc> peers, size_t group) {
   if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   if (peers.empty()) return invalid_argument("add_peer_group: no peers");
@@ -425,7 +424,7 @@ Result<PeerGroup> EngineCore::add_peer_group(std::span<const MrDesc> peers, size
     Status s = check_remote(peers[i], 0, 0, group);
     if (!s.ok()) return Status(s.code(), "peer " + std::to_string(i) + ": " + s.message());
   }
-  auto data = std::make_shared<PeerGroupData>();
+  auto data = std::make_shared<PeerGroup::Data>();
   data->group = group;
   data->descs.assign(peers.begin(), peers.end());
   Status status = workers_[group]->run_sync([&](GroupWorker& w) {
@@ -437,9 +436,7 @@ Result<PeerGroup> EngineCore::add_peer_group(std::span<const MrDesc> peers, size
     return ok_status();
   });
   if (!status.ok()) return status;
-  PeerGroup out;
-  out.data_ = std::move(data);
-  return out;
+  return std::shared_ptr<const PeerGroup::Data>(std::move(data));
 }
 
 Status EngineCore::forget_peer(const MrDesc& desc, size_t group) {
@@ -454,30 +451,30 @@ Status EngineCore::forget_peer(const MrDesc& desc, size_t group) {
 
 // --- GPU progress -----------------------------------------------------------------------------
 
-Result<UvmWatcher> EngineCore::alloc_uvm_watcher(WatchCallback callback) {
+Result<std::unique_ptr<UvmWatcher::State>> EngineCore::alloc_uvm_watcher(WatchCallback callback) {
   if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
   if (!callback) return invalid_argument("alloc_uvm_watcher: no callback");
   Result<MappedWord> word = alloc_mapped_word();
   if (!word.ok()) return word.status();
-  std::shared_ptr<gpu::WatcherHub> hub;
+  std::shared_ptr<detail::UvmWatcherHub> hub;
   {
     std::lock_guard lock(watcher_mu_);
     if (!accepting_.load()) return fabric_lib::stopped("engine stopped");  // stop() may have passed already
     if (!watchers_) {
-      gpu::WatcherHub::Options o;
+      detail::UvmWatcherHub::Options o;
       o.cpu = options_.watcher_cpu;
       o.spin = options_.idle_policy == IdlePolicy::kSpin;
-      watchers_ = gpu::WatcherHub::create(o);
+      watchers_ = detail::UvmWatcherHub::create(o);
     }
     hub = watchers_;
   }
   Result<uint64_t> id = hub->watch(word->host_ptr(), std::move(callback));
   if (!id.ok()) return id.status();
-  auto state = std::make_unique<UvmWatcherState>();
+  auto state = std::make_unique<UvmWatcher::State>();
   state->word = std::move(word).value();
   state->hub = std::move(hub);
   state->id = *id;
-  return UvmWatcher(std::move(state));
+  return state;
 }
 
 // --- lifecycle --------------------------------------------------------------------------------
@@ -502,7 +499,7 @@ Status EngineCore::stop() {
 
 void EngineCore::shutdown_workers() {
   accepting_.store(false, std::memory_order_seq_cst);
-  std::shared_ptr<gpu::WatcherHub> hub;
+  std::shared_ptr<detail::UvmWatcherHub> hub;
   {
     std::lock_guard lock(watcher_mu_);
     hub = watchers_;

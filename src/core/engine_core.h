@@ -7,31 +7,37 @@
 #include <mutex>
 #include <vector>
 
+#include "base/clock.h"
 #include "core/completion_dispatcher.h"
 #include "core/engine_options.h"
 #include "core/group_worker.h"
+#include "core/imm_count_table.h"
 #include "core/mr_registry.h"
+#include "core/peer_group_data.h"
 #include "core/provider_watchdog.h"
-#include "fabric_lib/transfer_engine.h"
-
-namespace fabric_lib::gpu {
-class WatcherHub;
-}
+#include "fabric_lib/health.h"
+#include "fabric_lib/peer_group.h"
+#include "fabric_lib/requests.h"
+#include "fabric_lib/stats.h"
+#include "fabric_lib/uvm_watcher.h"
 
 namespace fabric_lib::detail {
 
+class UvmWatcherHub;
+
 class EngineCore {
  public:
-  explicit EngineCore(TransferEngineBuilder::Options options);
+  explicit EngineCore(EngineOptions options);
   ~EngineCore();
 
-  // Opens every group's domains; the engine is usable only after this succeeds.
-  Status start(const std::vector<std::vector<transport::DomainSpec>>& groups);
+  // Opens every group's domains (options.groups, through options.open_domain); the engine is
+  // usable only after this succeeds.
+  Status start();
 
   DomainAddress main_address() const;
   std::vector<DomainAddress> domain_addresses(size_t group) const;
   size_t num_groups() const { return workers_.size(); }
-  size_t num_domains() const { return options_.domains_per_group; }
+  size_t num_domains() const { return options_.domains_per_group(); }
   std::string provider() const;
 
   Result<MrRegistration> register_memory(void* ptr, size_t length, Access access, MemoryKind kind, size_t group);
@@ -42,13 +48,15 @@ class EngineCore {
   Result<TransferId> submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group);
   Result<TransferId> submit_write(WriteRequest request, Completion done);
   Result<TransferId> submit_paged_writes(PagedWriteRequest request, Completion done);
-  Result<TransferId> submit_scatter(ScatterRequest request, Completion done);
+  // `group`: the resolved destinations of request.group, when it names one.
+  Result<TransferId> submit_scatter(ScatterRequest request, std::shared_ptr<const PeerGroup::Data> group,
+                                    Completion done);
   Result<TransferId> submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done, size_t group);
-  Result<PeerGroup> add_peer_group(std::span<const MrDesc> peers, size_t group);
+  Result<std::shared_ptr<const PeerGroup::Data>> add_peer_group(std::span<const MrDesc> peers, size_t group);
   Status forget_peer(const MrDesc& desc, size_t group);
 
-  ImmCounter& imms() { return *imms_; }
-  Result<UvmWatcher> alloc_uvm_watcher(WatchCallback callback);
+  ImmCountTable& imms() { return *imms_; }
+  Result<std::unique_ptr<UvmWatcher::State>> alloc_uvm_watcher(WatchCallback callback);
   Status stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
   bool on_callback_thread() const { return dispatcher_ && dispatcher_->on_callback_thread(); }
@@ -82,9 +90,9 @@ class EngineCore {
   // Refuses new work, stops every worker (cancelling what they hold) and imm expectations.
   void shutdown_workers();
 
-  TransferEngineBuilder::Options options_;
+  EngineOptions options_;
   std::unique_ptr<CompletionDispatcher> dispatcher_;
-  std::unique_ptr<ImmCounter> imms_;
+  std::unique_ptr<ImmCountTable> imms_;
   MrRegistry registry_;
   StatCounters stats_;
   // A worker given up on is never deleted: its stuck thread may still be inside its domains.
@@ -96,9 +104,9 @@ class EngineCore {
   std::vector<std::unique_ptr<GroupWorker, DeleteUnlessAbandoned>> workers_;
   std::unique_ptr<ProviderWatchdog> watchdog_;  // with a stall timeout only
   std::atomic<uint64_t> next_transfer_id_{1};
-  // The UVM watcher thread's owner, made with the first watcher (gpu/watcher_hub.h).
+  // The UVM watcher thread's owner, made with the first watcher (gpu/uvm_watcher_hub.h).
   std::mutex watcher_mu_;
-  std::shared_ptr<gpu::WatcherHub> watchers_;
+  std::shared_ptr<detail::UvmWatcherHub> watchers_;
 
   std::atomic<bool> accepting_{false};
   std::atomic<int> active_submits_{0};

@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "core/idle_waiter.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "core/peer_group_data.h"
-#include "transport/watch/watched_domain.h"
+#include "transport/guard/guarded_domain.h"
 
 namespace fabric_lib::detail {
 namespace {
@@ -30,7 +30,7 @@ Status pin_to_cpu(int cpu) {
 
 }  // namespace
 
-GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCounter& imms, CompletionDispatcher& dispatcher,
+GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, CompletionDispatcher& dispatcher,
                          StatCounters& stats)
     : config_(std::move(config)),
       imms_(imms),
@@ -90,13 +90,13 @@ Status GroupWorker::run_sync(std::function<Status(GroupWorker&)> fn) {
 
 Status GroupWorker::open_domains() {
   for (const transport::DomainSpec& spec : config_.domains) {
-    Result<std::unique_ptr<transport::Domain>> opened = transport::open_domain(spec);
+    Result<std::unique_ptr<transport::Domain>> opened = config_.open_domain(spec);
     if (!opened.ok()) {
       return Status(opened.status().code(), "group " + std::to_string(config_.group) + ", domain " +
                                                 std::to_string(domains_.size()) + ": " + opened.status().message());
     }
     DomainState state;
-    state.domain = std::make_unique<transport::WatchedDomain>(std::move(opened).value(), watch_);
+    state.domain = std::make_unique<transport::GuardedDomain>(std::move(opened).value(), guard_);
     const transport::DomainInfo& info = state.domain->info();
     state.max_inflight = info.max_inflight;
     if (config_.max_inflight_per_domain > 0) state.max_inflight = std::min(state.max_inflight, config_.max_inflight_per_domain);
@@ -158,7 +158,7 @@ bool GroupWorker::accept_requests() {
   for (size_t i = 0; i < n; ++i) {
     Request* r = batch[i];
     live_.insert(r);
-    if (r->deadline_ns) deadlines_.push({r->deadline_ns, r, r->id});
+    if (r->deadline_ns) deadlines_.schedule(r->deadline_ns, {r, r->id});
     if (r->kind == RequestKind::kSend) {
       r->target_peers = {&peers_.for_main_address(r->send_to.bytes())};
       maybe_retry_peer(*r->target_peers[0], now);

@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "core/group_worker.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace fabric_lib::detail {
 namespace {

@@ -1,11 +1,11 @@
 // GroupWorker: taking over from a worker thread stuck inside a provider call (provider_watchdog.h).
 #include "core/group_worker.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace fabric_lib::detail {
 
 void GroupWorker::take_over_stuck(const Status& why) {
-  // The worker thread is frozen at a provider-call boundary (ProviderCallWatch): its requests,
+  // The worker thread is frozen at a provider-call boundary (ProviderCallGuard): its requests,
   // receive pools and queues are consistent and no longer change under us.
   abandon_reason_ = why;
   abandoned_.store(true, std::memory_order_seq_cst);

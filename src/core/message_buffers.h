@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/requests.h"
 #include "transport/domain.h"
 
 namespace fabric_lib::detail {

@@ -1,4 +1,5 @@
-// Sharding rules (DESIGN.md section 5): how one request is split over the domains of a group.
+// Sharding rules (DESIGN.md section 5): how one request is split over the domains of a group,
+// and imm_count_of() (fabric_lib/requests.h), defined in shard_planner.cc beside them.
 // The same functions decide what the engine posts and what imm_count_of() reports, so the
 // sender's WRs and the receiver's expectation cannot disagree.
 #pragma once
