@@ -19,7 +19,8 @@ struct CompletionCounter {
   std::atomic<uint64_t> errors{0};
 
   uint64_t finished() const { return done.load(std::memory_order_acquire) + errors.load(std::memory_order_acquire); }
-  // Sleep-polls until finished() >= n; false on timeout.
+  // Waits until finished() >= n; false on timeout. Spins for the first ~50 us, then yields the
+  // core, and only after ~5 ms sleeps in 50 us steps: microsecond reaction for the common case.
   bool wait_for(uint64_t n, std::chrono::milliseconds timeout) const;
 };
 

@@ -3,6 +3,7 @@
 //   domain_address.h  DomainAddress: one domain's network address as bytes / hex
 //   memory.h          Access, MemoryKind, MrHandle, MrDesc (the remote descriptor), MrRegistration
 //   requests.h        WriteRequest, PagedWriteRequest, ScatterRequest, routes, imm_count_of()
+//   prepared.h        prepared paged writes and scatters: validated once, submitted many times
 //   completion.h      Completion sinks (callback, counter, GPU flag) and deadlines
 //   imm_counter.h     ImmCounter: imm values into completion notifications
 //   peer_group.h      PeerGroup: destinations resolved once for repeated scatters
@@ -25,6 +26,7 @@
 #include "fabric_lib/mapped_word.h"
 #include "fabric_lib/memory.h"
 #include "fabric_lib/peer_group.h"
+#include "fabric_lib/prepared.h"
 #include "fabric_lib/requests.h"
 #include "fabric_lib/stats.h"
 #include "fabric_lib/status.h"

@@ -34,6 +34,7 @@
 #include "fabric_lib/imm_counter.h"
 #include "fabric_lib/memory.h"
 #include "fabric_lib/peer_group.h"
+#include "fabric_lib/prepared.h"
 #include "fabric_lib/requests.h"
 #include "fabric_lib/stats.h"
 #include "fabric_lib/status.h"
@@ -72,9 +73,19 @@ class TransferEngine {
   // --- two-sided messages -------------------------------------------------------------------
   // Sends a copy of `message` (<= max_message_bytes) to the engine whose main_address() is `dst`.
   Result<TransferId> submit_send(const DomainAddress& dst, std::span<const uint8_t> message, Completion done);
+  // Sends `length` bytes at `offset` of a registered host region of group 0 straight from where
+  // they are, without a copy: they must stay unchanged until `done` completes.
+  Result<TransferId> submit_send(const DomainAddress& dst, MrHandle src, uint64_t offset, uint64_t length,
+                                 Completion done);
   // Posts `count` receive buffers of `max_length` bytes. Each arriving message is handed to
   // `on_recv` on the callback thread, then the buffer is posted again ("bouncing" receives).
   Status post_recvs(size_t count, size_t max_length, RecvCallback on_recv, RecvErrorCallback on_error = {});
+  // Like post_recvs, into the caller's registered host region of group 0: `count` buffers of
+  // `slot_bytes` from `offset`. A message is handed to `on_recv` where it landed (no copy); its
+  // buffer is posted again once the callback returned. The region must stay registered while the
+  // engine runs (the engine holds its registration open).
+  Status post_recvs_into(MrHandle region, uint64_t offset, size_t slot_bytes, size_t count, RecvCallback on_recv,
+                         RecvErrorCallback on_error = {});
 
   // --- one-sided writes ---------------------------------------------------------------------
   // A zero-length write carrying `imm` to the owner of `dst` (kImmCountOfImmOnly imm there).
@@ -85,6 +96,26 @@ class TransferEngine {
   Result<TransferId> submit_scatter(ScatterRequest request, Completion done);
   // An imm to each of `peers`, spread over the domains; completes when all were delivered.
   Result<TransferId> submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done, size_t group = 0);
+
+  // --- prepared requests (fabric_lib/prepared.h) ----------------------------------------------
+  // Validates and plans once; each submit_prepared names only its pages / slices and imm, is
+  // checked against the prepared bounds, and is then an ordinary request (one completion).
+  Result<PreparedPagedWrites> prepare_paged_writes(const PagedWriteTemplate& t);
+  Result<TransferId> submit_prepared(const PreparedPagedWrites& prepared, std::span<const uint32_t> src_pages,
+                                     std::span<const uint32_t> dst_pages, std::optional<uint32_t> imm, Completion done);
+  Result<PreparedScatter> prepare_scatter(const ScatterTemplate& t);
+  // One slice per prepared target, in order.
+  Result<TransferId> submit_prepared(const PreparedScatter& prepared, std::span<const ScatterSlice> slices,
+                                     std::optional<uint32_t> imm, Completion done);
+
+  // --- cancellation ---------------------------------------------------------------------------
+  // Cancels an accepted request: WRs not yet posted are dropped, posted ones are awaited (their
+  // completions absorbed), then it completes exactly once with Cancelled — or with the outcome it
+  // already had (a request that failed, or whose deadline passed, keeps that). Returns once the
+  // cancellation is in effect; NotFound when `id` is not in flight (it completed, or this engine
+  // never issued it), Stopped after stop(). The receiver's imm count for a cancelled request is
+  // whatever arrived before: release() the imm before reusing it.
+  Status cancel(TransferId id);
 
   // Resolves `peers` once for submit_scatter(); every descriptor must be writable and come from a
   // group of num_domains() domains.

@@ -14,6 +14,7 @@
 #include "core/imm_count_table.h"
 #include "core/mr_registry.h"
 #include "core/peer_group_data.h"
+#include "core/prepared_data.h"
 #include "core/provider_watchdog.h"
 #include "fabric_lib/health.h"
 #include "fabric_lib/peer_group.h"
@@ -45,6 +46,10 @@ class EngineCore {
 
   Result<TransferId> submit_send(const DomainAddress& dst, std::span<const uint8_t> message, Completion done);
   Status post_recvs(size_t count, size_t max_length, RecvCallback on_recv, RecvErrorCallback on_error);
+  Result<TransferId> submit_send(const DomainAddress& dst, MrHandle src, uint64_t offset, uint64_t length,
+                                 Completion done);
+  Status post_recvs_into(MrHandle region, uint64_t offset, size_t slot_bytes, size_t count, RecvCallback on_recv,
+                         RecvErrorCallback on_error);
   Result<TransferId> submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group);
   Result<TransferId> submit_write(WriteRequest request, Completion done);
   Result<TransferId> submit_paged_writes(PagedWriteRequest request, Completion done);
@@ -54,6 +59,20 @@ class EngineCore {
   Result<TransferId> submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done, size_t group);
   Result<std::shared_ptr<const PeerGroup::Data>> add_peer_group(std::span<const MrDesc> peers, size_t group);
   Status forget_peer(const MrDesc& desc, size_t group);
+  // Prepared requests (fabric_lib/prepared.h; engine_core_prepared.cc).
+  Result<std::shared_ptr<const PreparedPagedWrites::Data>> prepare_paged_writes(const PagedWriteTemplate& t);
+  Result<TransferId> submit_prepared(const PreparedPagedWrites::Data& p, std::span<const uint32_t> src_pages,
+                                     std::span<const uint32_t> dst_pages, std::optional<uint32_t> imm, Completion done);
+  Result<std::shared_ptr<const PreparedScatter::Data>> prepare_scatter(const ScatterTemplate& t,
+                                                                       std::shared_ptr<const PeerGroup::Data> peers);
+  Result<TransferId> submit_prepared(const PreparedScatter::Data& p, std::span<const ScatterSlice> slices,
+                                     std::optional<uint32_t> imm, Completion done);
+
+  // Cancels an accepted request (GroupWorker::cancel); NotFound when it is no longer in flight.
+  Status cancel(TransferId id);
+
+  // TransferIds carry the group in their low bits (groups <= 64).
+  static constexpr int kTransferIdGroupBits = 6;
 
   ImmCountTable& imms() { return *imms_; }
   Result<std::unique_ptr<UvmWatcher::State>> alloc_uvm_watcher(WatchCallback callback);
@@ -82,8 +101,14 @@ class EngineCore {
   };
 
   Result<std::shared_ptr<MrEntry>> local_region(MrHandle handle, uint64_t offset, uint64_t length) const;
+  Result<std::shared_ptr<MrEntry>> message_region(MrHandle handle, uint64_t offset, uint64_t length,
+                                                  const char* what) const;
   Status check_remote(const MrDesc& desc, uint64_t offset, uint64_t length, size_t group) const;
   Status check_route(const Route& route) const;
+  Status check_page_geometry(uint64_t page_length, uint64_t src_stride, uint64_t dst_stride, bool several_pages,
+                             const char* what) const;
+  // Resolves every path of `descs` on `group`'s worker (add_peer_group, prepared requests).
+  Result<std::shared_ptr<const PeerGroup::Data>> resolve_peers(std::span<const MrDesc> descs, size_t group);
   Status check_group(size_t group) const;
   // Plans are grouped by domain, the request is counted and handed to its group's worker.
   TransferId enqueue(size_t group, std::unique_ptr<Request> request, const SubmitScope& scope);

@@ -157,7 +157,7 @@ bool GroupWorker::accept_requests() {
   const int64_t now = n ? monotonic_ns() : 0;
   for (size_t i = 0; i < n; ++i) {
     Request* r = batch[i];
-    live_.insert(r);
+    live_.emplace(r->id, r);
     if (r->deadline_ns) deadlines_.schedule(r->deadline_ns, {r, r->id});
     if (r->kind == RequestKind::kSend) {
       r->target_peers = {&peers_.for_main_address(r->send_to.bytes())};
@@ -345,10 +345,35 @@ void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
   maybe_finish(r);
 }
 
+Status GroupWorker::cancel(uint64_t id) {
+  while (accept_requests()) {  // a request still in the inbox is cancelled too
+  }
+  auto it = live_.find(id);
+  if (it == live_.end() || it->second->delivered) {
+    return not_found("request " + std::to_string(id) + " is not in flight (it completed, or was never submitted)");
+  }
+  Request* r = it->second;
+  // Its first outcome wins: a request that already failed keeps that error.
+  r->fail(cancelled("request " + std::to_string(id) + " cancelled"));
+  // WRs not yet posted are dropped now; posted ones complete (and are absorbed) before it ends.
+  for (DomainState& ds : domains_) {
+    for (auto s = ds.streams.begin(); s != ds.streams.end();) {
+      if (s->request != r) {
+        ++s;
+        continue;
+      }
+      r->unposted -= s->end - s->next;
+      s = ds.streams.erase(s);
+    }
+  }
+  maybe_finish(r);
+  return ok_status();
+}
+
 void GroupWorker::maybe_finish(Request* r) {
   if (r->unposted != 0 || r->inflight != 0) return;
   if (!r->delivered) deliver(r, r->failed ? r->error : ok_status());
-  live_.erase(r);
+  live_.erase(r->id);
   delete r;
 }
 
@@ -382,7 +407,7 @@ void GroupWorker::shutdown() {
   while (accept_requests()) {
   }
   const Status why = cancelled("engine stopped");
-  for (Request* r : live_) {
+  for (auto& [id, r] : live_) {
     if (!r->delivered) deliver(r, why);
   }
   for (const auto& pool : recv_pools_) {
@@ -397,7 +422,7 @@ void GroupWorker::shutdown() {
   }
   raw_domains_.clear();
   control_.clear();
-  for (Request* r : live_) delete r;
+  for (auto& [id, r] : live_) delete r;
   live_.clear();
 }
 

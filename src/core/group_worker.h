@@ -11,7 +11,7 @@
 #include <optional>
 #include <queue>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -103,6 +103,10 @@ class GroupWorker {
   Status resolve_all_paths(PeerEntry& peer);
   void forget_peer(const MrDesc& desc);
   Status add_recv_pool(std::shared_ptr<RecvPool> pool);
+  // Cancels request `id` (TransferEngine::cancel): its unposted WRs are dropped, its posted ones
+  // awaited, then it completes with Cancelled (or the error it had already met). NotFound when it
+  // is not in flight.
+  Status cancel(uint64_t id);
   std::vector<PeerStatus> peer_status();
   // Submit-call-to-first-WR-posted latencies recorded so far (ns); clears them.
   std::vector<uint32_t> take_submit_latencies() { return std::exchange(submit_latencies_, {}); }
@@ -187,7 +191,7 @@ class GroupWorker {
   std::vector<transport::DomainInfo> infos_;
   PeerRegistry peers_;
   WrRecordPool records_;
-  std::unordered_set<Request*> live_;
+  std::unordered_map<uint64_t, Request*> live_;  // by TransferId
   DeadlineQueue<DeadlineEntry> deadlines_;
   int64_t next_sweep_ns_ = 0;
   SendSlots send_slots_;

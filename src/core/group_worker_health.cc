@@ -24,7 +24,8 @@ std::string ms_text(int64_t ns) { return std::to_string(ns / 1'000'000) + " ms";
 bool GroupWorker::expire_deadlines(int64_t now) {
   bool any = false;
   deadlines_.pop_due(now, [&](const DeadlineEntry& e) {
-    if (!live_.count(e.request) || e.request->id != e.id || e.request->delivered) return;  // moved on
+    auto it = live_.find(e.id);
+    if (it == live_.end() || it->second != e.request || e.request->delivered) return;  // moved on
     Request* r = e.request;
     if (!r->failed) r->fail(Status(ErrorCode::kDeadlineExceeded, "request passed its deadline"));
     stats_.deadlines_exceeded.fetch_add(1, std::memory_order_relaxed);

@@ -10,7 +10,7 @@ void GroupWorker::take_over_stuck(const Status& why) {
   abandon_reason_ = why;
   abandoned_.store(true, std::memory_order_seq_cst);
   FL_LOG_ERROR("group {}: {}", config_.group, why.to_string());
-  for (Request* r : live_) {
+  for (auto& [id, r] : live_) {
     if (!r->delivered) deliver(r, why);
   }
   for (const auto& pool : recv_pools_) {

@@ -20,6 +20,8 @@ class ImmCountTable final : public ImmCounter {
 
   Status expect(uint32_t imm, uint64_t n, Completion sink) override;
   using ImmCounter::expect;
+  Status expect_every(uint32_t imm, uint64_t n, RepeatingSink sink) override;
+  uint64_t rounds(uint32_t imm) const override;
   uint64_t count(uint32_t imm) const override;
   bool has_expectation(uint32_t imm) const override;
   Status release(uint32_t imm) override;

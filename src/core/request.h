@@ -35,8 +35,11 @@ struct Request {
   std::vector<planner::WrPlan> wrs;             // sorted by domain
   std::vector<uint32_t> domain_begin;           // wrs of domain d: [domain_begin[d], domain_begin[d+1])
 
-  // kSend
+  // kSend: a copy of the message, or (src set) `send_length` bytes at `send_offset` of the
+  // registered source region, sent from where they are.
   std::vector<uint8_t> message;
+  uint64_t send_offset = 0;
+  uint64_t send_length = 0;
   DomainAddress send_to;
   int send_slot = -1;
 

@@ -3,6 +3,7 @@
 #include "fabric_lib/transfer_engine.h"
 
 #include "core/peer_group_data.h"
+#include "core/prepared_data.h"
 #include "core/uvm_watcher_state.h"
 #include "engine/engine_impl.h"
 
@@ -46,6 +47,41 @@ Result<TransferId> TransferEngine::submit_send(const DomainAddress& dst, std::sp
 Status TransferEngine::post_recvs(size_t count, size_t max_length, RecvCallback on_recv, RecvErrorCallback on_error) {
   return impl_->core->post_recvs(count, max_length, std::move(on_recv), std::move(on_error));
 }
+Result<TransferId> TransferEngine::submit_send(const DomainAddress& dst, MrHandle src, uint64_t offset, uint64_t length,
+                                               Completion done) {
+  return impl_->core->submit_send(dst, src, offset, length, std::move(done));
+}
+Status TransferEngine::post_recvs_into(MrHandle region, uint64_t offset, size_t slot_bytes, size_t count,
+                                       RecvCallback on_recv, RecvErrorCallback on_error) {
+  return impl_->core->post_recvs_into(region, offset, slot_bytes, count, std::move(on_recv), std::move(on_error));
+}
+
+size_t PreparedScatter::targets() const { return data_ ? data_->targets.size() : 0; }
+
+Result<PreparedPagedWrites> TransferEngine::prepare_paged_writes(const PagedWriteTemplate& t) {
+  Result<std::shared_ptr<const PreparedPagedWrites::Data>> data = impl_->core->prepare_paged_writes(t);
+  if (!data.ok()) return data.status();
+  return PreparedPagedWrites(std::move(data).value());
+}
+Result<TransferId> TransferEngine::submit_prepared(const PreparedPagedWrites& prepared,
+                                                   std::span<const uint32_t> src_pages,
+                                                   std::span<const uint32_t> dst_pages, std::optional<uint32_t> imm,
+                                                   Completion done) {
+  if (prepared.empty()) return invalid_argument("submit_prepared: empty prepared request");
+  return impl_->core->submit_prepared(*prepared.data_, src_pages, dst_pages, imm, std::move(done));
+}
+Result<PreparedScatter> TransferEngine::prepare_scatter(const ScatterTemplate& t) {
+  if (!t.group || t.group->empty()) return invalid_argument("prepare_scatter: a PeerGroup is required (add_peer_group)");
+  Result<std::shared_ptr<const PreparedScatter::Data>> data = impl_->core->prepare_scatter(t, t.group->data_);
+  if (!data.ok()) return data.status();
+  return PreparedScatter(std::move(data).value());
+}
+Result<TransferId> TransferEngine::submit_prepared(const PreparedScatter& prepared, std::span<const ScatterSlice> slices,
+                                                   std::optional<uint32_t> imm, Completion done) {
+  if (prepared.empty()) return invalid_argument("submit_prepared: empty prepared scatter");
+  return impl_->core->submit_prepared(*prepared.data_, slices, imm, std::move(done));
+}
+Status TransferEngine::cancel(TransferId id) { return impl_->core->cancel(id); }
 Result<TransferId> TransferEngine::submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group) {
   return impl_->core->submit_imm(imm, dst, std::move(done), group);
 }
