@@ -45,7 +45,15 @@ class TransferEngineBuilder {
   TransferEngineBuilder& pin_worker(size_t group, int cpu);
   // Pins the UVM watcher thread (alloc_uvm_watcher) to `cpu` (default: not pinned).
   TransferEngineBuilder& pin_watcher(int cpu);
+  // kSpin also opens completion queues without wait objects (FI_WAIT_NONE), as a raw polling
+  // loop does; kAdaptive (default) asks for fds to block on.
   TransferEngineBuilder& idle_policy(IdlePolicy policy);
+  // A submit that finds its group's worker between passes or asleep posts its WRs on the calling
+  // thread instead of handing the request over (default true): submit-to-post without a thread
+  // hop. Completions are still reaped by the worker. Off: every request goes through the worker. Caveat: a provider call that never returns (see docs/failure-semantics.md,
+  // "A provider that never returns") then strands the thread that made it, which may be the
+  // submitter's; the group is still given up on and stop() still returns.
+  TransferEngineBuilder& post_on_caller_thread(bool on);
   // Caps the WRs outstanding per domain (default: the provider's tx queue size).
   TransferEngineBuilder& max_inflight_per_domain(size_t n);
   // Largest submit_send message (default 64 KiB).

@@ -24,10 +24,15 @@ std::string_view error_code_name(ErrorCode code) {
   return "unknown";
 }
 
+const std::string& Status::message() const {
+  static const std::string kEmpty;
+  return rep_ ? rep_->message : kEmpty;
+}
+
 std::string Status::to_string() const {
   if (ok()) return "ok";
-  std::string s(error_code_name(code_));
-  if (!message_.empty()) s += ": " + message_;
+  std::string s(error_code_name(rep_->code));
+  if (!rep_->message.empty()) s += ": " + rep_->message;
   return s;
 }
 

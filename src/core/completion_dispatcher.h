@@ -31,11 +31,18 @@ class CompletionDispatcher {
   void shutdown();
 
  private:
+  // A completion callback with its status, or a task.
+  struct Item {
+    CompletionCallback callback;
+    Status status;
+    std::function<void()> task;
+  };
+  void enqueue(Item item);
   void run();
   void drain();
-  static void run_guarded(std::function<void()>& fn);
+  static void run_guarded(Item& item);
 
-  moodycamel::BlockingConcurrentQueue<std::function<void()>> queue_;
+  moodycamel::BlockingConcurrentQueue<Item> queue_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};
   std::thread thread_;

@@ -47,6 +47,7 @@ Status EngineCore::start() {
     config.group = g;
     config.domains = options_.groups[g];
     config.open_domain = options_.open_domain;
+    config.requests = requests_;
     auto cpu = options_.worker_cpus.find(g);
     if (cpu != options_.worker_cpus.end()) config.cpu = cpu->second;
     config.idle_policy = options_.idle_policy;
@@ -57,6 +58,7 @@ Status EngineCore::start() {
     config.probe_interval_ns = options_.probe_interval.count();
     config.probe_misses = options_.probe_misses;
     config.on_health_event = options_.on_health_event;
+    config.post_on_caller = options_.post_on_caller;
     std::unique_ptr<GroupWorker, DeleteUnlessAbandoned> worker(
         new GroupWorker(std::move(config), *imms_, *dispatcher_, stats_));
     FABRIC_LIB_RETURN_IF_ERROR(worker->start());
@@ -92,6 +94,19 @@ std::vector<DomainAddress> EngineCore::domain_addresses(size_t group) const {
 }
 
 std::string EngineCore::provider() const { return workers_[0]->infos()[0].provider; }
+
+std::atomic<int>& EngineCore::submit_stripe() {
+  static std::atomic<size_t> next_thread{0};
+  thread_local const size_t mine = next_thread.fetch_add(1, std::memory_order_relaxed);
+  return submit_stripes_[mine % kSubmitStripes].n;
+}
+
+bool EngineCore::submits_in_progress() const {
+  for (const SubmitStripe& s : submit_stripes_) {
+    if (s.n.load(std::memory_order_seq_cst) != 0) return true;
+  }
+  return false;
+}
 
 Status EngineCore::check_group(size_t group) const {
   if (group >= workers_.size()) {
@@ -223,7 +238,7 @@ Status EngineCore::check_route(const Route& route) const {
 
 // --- submission -------------------------------------------------------------------------------
 
-TransferId EngineCore::enqueue(size_t group, std::unique_ptr<Request> request, const SubmitScope& scope) {
+TransferId EngineCore::enqueue(size_t group, RequestPool::Ptr request, const SubmitScope& scope) {
   // The low bits name the group, so cancel() finds the worker that owns the request.
   const TransferId id = (next_transfer_id_.fetch_add(1, std::memory_order_relaxed) << kTransferIdGroupBits) | group;
   request->id = id;
@@ -250,7 +265,7 @@ Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, std::span<c
     return invalid_argument("message of " + std::to_string(message.size()) + " bytes exceeds max_message_bytes (" +
                             std::to_string(options_.max_message_bytes) + ")");
   }
-  auto r = std::make_unique<Request>();
+  RequestPool::Ptr r = requests_->take();
   r->kind = RequestKind::kSend;
   r->completion = std::move(done);
   r->message.assign(message.begin(), message.end());
@@ -325,7 +340,7 @@ Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, MrHandle sr
   }
   Result<std::shared_ptr<MrEntry>> entry = message_region(src, offset, length, "submit_send");
   if (!entry.ok()) return entry.status();
-  auto r = std::make_unique<Request>();
+  RequestPool::Ptr r = requests_->take();
   r->kind = RequestKind::kSend;
   r->completion = std::move(done);
   r->src = std::move(entry).value();
@@ -340,7 +355,7 @@ Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Compl
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   FABRIC_LIB_RETURN_IF_ERROR(check_remote(dst, 0, 0, group));
-  auto r = std::make_unique<Request>();
+  RequestPool::Ptr r = requests_->take();
   r->completion = std::move(done);
   r->targets = {dst};
   r->has_imm = true;
@@ -358,7 +373,7 @@ Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion don
   const size_t group = (*src)->group;
   FABRIC_LIB_RETURN_IF_ERROR(check_remote(request.dst, request.dst_offset, request.length, group));
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
-  auto r = std::make_unique<Request>();
+  RequestPool::Ptr r = requests_->take();
   r->completion = std::move(done);
   r->src = std::move(src).value();
   r->has_imm = request.imm.has_value();
@@ -398,7 +413,7 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
     return out_of_range("destination page " + std::to_string(max_dst) + " ends past the " +
                         std::to_string(request.dst.length()) + "-byte destination region");
   }
-  auto r = std::make_unique<Request>();
+  RequestPool::Ptr r = requests_->take();
   r->completion = std::move(done);
   r->src = std::move(src);
   r->has_imm = request.imm.has_value();
@@ -434,7 +449,7 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
     Status s = check_remote(desc, target.dst_offset, target.length, group);
     if (!s.ok()) return Status(s.code(), where + s.message());
   }
-  auto r = std::make_unique<Request>();
+  RequestPool::Ptr r = requests_->take();
   r->completion = std::move(done);
   r->src = std::move(src);
   r->has_imm = request.imm.has_value();
@@ -461,7 +476,7 @@ Result<TransferId> EngineCore::submit_barrier(uint32_t imm, std::span<const MrDe
     Status s = check_remote(peers[i], 0, 0, group);
     if (!s.ok()) return Status(s.code(), "barrier peer " + std::to_string(i) + ": " + s.message());
   }
-  auto r = std::make_unique<Request>();
+  RequestPool::Ptr r = requests_->take();
   r->completion = std::move(done);
   r->targets.assign(peers.begin(), peers.end());
   r->has_imm = true;
@@ -574,7 +589,7 @@ void EngineCore::shutdown_workers() {
   // Watcher callbacks submit: end them first (a running one finishes; later submits fail). Not
   // under watcher_mu_: a running callback may be allocating a watcher.
   if (hub) hub->stop();
-  while (active_submits_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  while (submits_in_progress()) std::this_thread::yield();
   for (auto& worker : workers_) worker->stop();  // the watchdog still runs: a worker may get stuck closing
   if (watchdog_) watchdog_->stop();
   imms_->shutdown(cancelled("engine stopped"));

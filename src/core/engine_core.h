@@ -16,6 +16,7 @@
 #include "core/peer_group_data.h"
 #include "core/prepared_data.h"
 #include "core/provider_watchdog.h"
+#include "core/request_pool.h"
 #include "fabric_lib/health.h"
 #include "fabric_lib/peer_group.h"
 #include "fabric_lib/requests.h"
@@ -88,15 +89,17 @@ class EngineCore {
   // Also notes when the API call began, for the submit-to-first-post measurement.
   class SubmitScope {
    public:
-    SubmitScope(EngineCore& e, bool timed) : e_(e), start_ns_(timed ? monotonic_ns() : 0) {
-      e_.active_submits_.fetch_add(1, std::memory_order_seq_cst);
+    SubmitScope(EngineCore& e, bool timed)
+        : e_(e), stripe_(e.submit_stripe()), start_ns_(timed ? monotonic_ns() : 0) {
+      stripe_.fetch_add(1, std::memory_order_seq_cst);
     }
-    ~SubmitScope() { e_.active_submits_.fetch_sub(1, std::memory_order_seq_cst); }
+    ~SubmitScope() { stripe_.fetch_sub(1, std::memory_order_seq_cst); }
     bool accepting() const { return e_.accepting_.load(std::memory_order_seq_cst); }
     int64_t start_ns() const { return start_ns_; }
 
    private:
     EngineCore& e_;
+    std::atomic<int>& stripe_;
     int64_t start_ns_;
   };
 
@@ -111,11 +114,12 @@ class EngineCore {
   Result<std::shared_ptr<const PeerGroup::Data>> resolve_peers(std::span<const MrDesc> descs, size_t group);
   Status check_group(size_t group) const;
   // Plans are grouped by domain, the request is counted and handed to its group's worker.
-  TransferId enqueue(size_t group, std::unique_ptr<Request> request, const SubmitScope& scope);
+  TransferId enqueue(size_t group, RequestPool::Ptr request, const SubmitScope& scope);
   // Refuses new work, stops every worker (cancelling what they hold) and imm expectations.
   void shutdown_workers();
 
   EngineOptions options_;
+  std::shared_ptr<RequestPool> requests_ = std::make_shared<RequestPool>();  // before the workers that return to it
   std::unique_ptr<CompletionDispatcher> dispatcher_;
   std::unique_ptr<ImmCountTable> imms_;
   MrRegistry registry_;
@@ -134,7 +138,15 @@ class EngineCore {
   std::shared_ptr<detail::UvmWatcherHub> watchers_;
 
   std::atomic<bool> accepting_{false};
-  std::atomic<int> active_submits_{0};
+  // Submits in progress, counted on cache-line stripes chosen per thread, so concurrent
+  // submitters do not share (and bounce) one counter; stop() waits until every stripe is 0.
+  struct alignas(64) SubmitStripe {
+    std::atomic<int> n{0};
+  };
+  static constexpr size_t kSubmitStripes = 16;
+  SubmitStripe submit_stripes_[kSubmitStripes];
+  std::atomic<int>& submit_stripe();
+  bool submits_in_progress() const;
   std::atomic<bool> stopped_{false};
   std::mutex stop_mu_;
 };

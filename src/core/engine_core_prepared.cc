@@ -61,7 +61,7 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedPagedWrites::Data& 
     }
   }
   const size_t group = p.src->group;
-  auto r = std::make_unique<Request>();
+  RequestPool::Ptr r = requests_->take();
   r->completion = std::move(done);
   r->src = p.src;
   r->has_imm = imm.has_value();
@@ -134,7 +134,7 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedScatter::Data& p, s
   }
   if (pieces.empty()) return invalid_argument("submit_prepared: every slice is empty and there is no imm");
   const size_t group = p.src->group;
-  auto r = std::make_unique<Request>();
+  RequestPool::Ptr r = requests_->take();
   r->completion = std::move(done);
   r->src = p.src;
   r->has_imm = imm.has_value();

@@ -31,6 +31,7 @@ struct EngineOptions {
   std::chrono::nanoseconds probe_interval{0};
   uint32_t probe_misses = 3;
   HealthCallback on_health_event;
+  bool post_on_caller = true;
 
   size_t domains_per_group() const { return groups.empty() ? 0 : groups[0].size(); }
 };

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <cstring>
+#include <thread>
 
 #include "core/idle_waiter.h"
 #include "base/log.h"
@@ -100,7 +101,9 @@ Status GroupWorker::open_domains() {
     const transport::DomainInfo& info = state.domain->info();
     state.max_inflight = info.max_inflight;
     if (config_.max_inflight_per_domain > 0) state.max_inflight = std::min(state.max_inflight, config_.max_inflight_per_domain);
-    state.max_inflight_per_path = std::max<size_t>(1, state.max_inflight / 2);
+    // Most of the endpoint, not all: a dead peer whose WRs never complete (shm keeps them
+    // forever) must leave room for the others.
+    state.max_inflight_per_path = std::max<size_t>(1, state.max_inflight - state.max_inflight / 8);
     addresses_.push_back(state.domain->address());
     infos_.push_back(info);
     raw_domains_.push_back(state.domain.get());
@@ -130,6 +133,8 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
   opened->set_value(ok_status());  // `opened` is gone after this line
 
   while (!stop_requested_.load(std::memory_order_acquire)) {
+    if (!own()) return;  // given up on: the watchdog took everything over
+    inbox_->mark_pokes_seen();  // posts by submitters after this keep the worker from sleeping
     bool busy = inbox_->run_commands() > 0;
     busy |= accept_requests();
     busy |= post_recvs_pending();
@@ -146,17 +151,65 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
     busy |= expire_deadlines(now);
     if (now >= next_sweep_ns_) busy |= sweep_stalls(now);
     busy |= probe_sweep(now);
-    idle.after_pass(busy, must_poll, inflight, next_timer_ns(now) - now);
+    // Gives ownership up before it sleeps (or at once, when it spins on): submitters may post.
+    idle.after_pass(busy, must_poll, inflight, next_timer_ns(now) - now, [this] { disown(); });
   }
+  if (!own()) return;
   shutdown();
+  disown();
+}
+
+bool GroupWorker::own() {
+  for (uint32_t i = 0; !try_own(); ++i) {
+    if (abandoned()) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 1023) == 1023) std::this_thread::yield();
+  }
+  if (abandoned()) {
+    disown();
+    return false;
+  }
+  return true;
+}
+
+bool GroupWorker::post_on_caller(Request* r) {
+  if (!config_.post_on_caller || abandoned()) return false;
+  // A worker between passes releases ownership for a moment: a few tries catch it.
+  constexpr int kTries = 64;
+  bool owned = false;
+  for (int i = 0; i < kTries && !(owned = try_own()); ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  if (!owned) return false;
+  if (abandoned() || inbox_->has_requests()) {  // given up on, or requests queued ahead of this one
+    disown();
+    return false;
+  }
+  accept(r, monotonic_ns());
+  // Posts only: reaping is left to the worker (on some domains a poll does the work of a write —
+  // the IPC backend's host copies — which must not run inside a submit call).
+  for (size_t d = 0; d < domains_.size(); ++d) {
+    if (!domains_[d].streams.empty()) post_pending(d);
+  }
+  disown();
+  inbox_->poke();  // the worker polls what was posted here (and wakes for it if it sleeps)
+  return true;
 }
 
 bool GroupWorker::accept_requests() {
   Request* batch[kRequestsPerAccept];
   const size_t n = inbox_->pop_requests(batch, kRequestsPerAccept);
   const int64_t now = n ? monotonic_ns() : 0;
-  for (size_t i = 0; i < n; ++i) {
-    Request* r = batch[i];
+  for (size_t i = 0; i < n; ++i) accept(batch[i], now);
+  return n > 0;
+}
+
+void GroupWorker::accept(Request* r, int64_t now) {
+  {
     live_.emplace(r->id, r);
     if (r->deadline_ns) deadlines_.schedule(r->deadline_ns, {r, r->id});
     if (r->kind == RequestKind::kSend) {
@@ -164,7 +217,7 @@ bool GroupWorker::accept_requests() {
       maybe_retry_peer(*r->target_peers[0], now);
       r->unposted = 1;
       domains_[0].streams.push_back({r, 0, 1});
-      continue;
+      return;
     }
     if (r->group) {
       r->target_peers = r->group->peers;
@@ -181,7 +234,6 @@ bool GroupWorker::accept_requests() {
     }
     maybe_finish(r);  // a request with no WRs (validation prevents it; be safe)
   }
-  return n > 0;
 }
 
 transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) {
@@ -285,9 +337,9 @@ bool GroupWorker::post_pending(size_t d) {
   return posted > 0;
 }
 
-bool GroupWorker::poll_domain(size_t d) {
+bool GroupWorker::poll_domain(size_t d, size_t max_events) {
   events_.clear();
-  const size_t n = domains_[d].domain->poll(events_, kMaxEventsPerPoll);
+  const size_t n = domains_[d].domain->poll(events_, std::min(max_events, kMaxEventsPerPoll));
   for (transport::Event& ev : events_) {
     switch (ev.kind) {
       case transport::EventKind::kWriteDone:
@@ -374,7 +426,7 @@ void GroupWorker::maybe_finish(Request* r) {
   if (r->unposted != 0 || r->inflight != 0) return;
   if (!r->delivered) deliver(r, r->failed ? r->error : ok_status());
   live_.erase(r->id);
-  delete r;
+  config_.requests->release(r);
 }
 
 void GroupWorker::deliver(Request* r, const Status& status) {
@@ -422,7 +474,7 @@ void GroupWorker::shutdown() {
   }
   raw_domains_.clear();
   control_.clear();
-  for (auto& [id, r] : live_) delete r;
+  for (auto& [id, r] : live_) config_.requests->release(r);
   live_.clear();
 }
 

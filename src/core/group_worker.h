@@ -20,6 +20,7 @@
 #include "core/imm_count_table.h"
 #include "core/message_buffers.h"
 #include "core/peer_registry.h"
+#include "core/request_pool.h"
 #include "core/worker_inbox.h"
 #include "fabric_lib/health.h"
 #include "fabric_lib/idle_policy.h"
@@ -29,9 +30,10 @@
 namespace fabric_lib::detail {
 
 // Engine-wide activity counters, bumped by workers and submitters.
+// requests_submitted is written by submitters, the rest by workers: separate cache lines.
 struct StatCounters {
-  std::atomic<uint64_t> requests_submitted{0};
-  std::atomic<uint64_t> requests_completed{0};
+  alignas(64) std::atomic<uint64_t> requests_submitted{0};
+  alignas(64) std::atomic<uint64_t> requests_completed{0};
   std::atomic<uint64_t> requests_failed{0};
   std::atomic<uint64_t> wrs_posted{0};
   std::atomic<uint64_t> imms_received{0};
@@ -46,6 +48,7 @@ struct GroupWorkerConfig {
   size_t group = 0;
   std::vector<transport::DomainSpec> domains;
   transport::DomainFactory open_domain;
+  std::shared_ptr<RequestPool> requests;  // where finished requests go back
   std::optional<int> cpu;
   IdlePolicy idle_policy = IdlePolicy::kAdaptive;
   size_t max_inflight_per_domain = 0;  // 0 = provider's
@@ -55,6 +58,7 @@ struct GroupWorkerConfig {
   int64_t probe_interval_ns = 0;       // 0 = no liveness probe
   uint32_t probe_misses = 3;
   HealthCallback on_health_event;
+  bool post_on_caller = true;  // submitters may post on their own thread (own())
 };
 
 class GroupWorker {
@@ -69,8 +73,10 @@ class GroupWorker {
   // Asks the thread to cancel everything, close the domains and exit; joins it.
   void stop();
 
-  // Takes ownership of an accepted request.
+  // Takes ownership of an accepted request: posts it on the calling thread when the group is
+  // uncontended (post_on_caller), else queues it for the worker.
   void submit(Request* request) {
+    if (post_on_caller(request)) return;
     inbox_->push_request(request);
     if (abandoned()) fail_orphans();  // nobody else would ever take it
   }
@@ -112,6 +118,20 @@ class GroupWorker {
   std::vector<uint32_t> take_submit_latencies() { return std::exchange(submit_latencies_, {}); }
 
  private:
+  // --- progress ownership --------------------------------------------------------------------
+  // One thread at a time drives the group's domains and its request state (the providers'
+  // threading model: one thread per domain at a time): the worker, for one pass of its loop, or a
+  // submitter that won ownership with nothing queued ahead of it. The worker stays the progress
+  // engine for everything queued, retried and timed.
+  bool try_own() { return !owner_.exchange(true, std::memory_order_acquire); }
+  void disown() { owner_.store(false, std::memory_order_release); }
+  // Worker: takes ownership, waiting while a submitter holds it; false when the group was given
+  // up on meanwhile (the watchdog took its work over: the worker thread then just ends).
+  bool own();
+  // Submitter: posts `request`'s WRs (up to the per-pass bound) on this thread if ownership is
+  // free (spins briefly for it); false: queue it instead.
+  bool post_on_caller(Request* request);
+
   struct Stream {
     Request* request;
     uint32_t next;
@@ -136,9 +156,10 @@ class GroupWorker {
   void thread_main(std::promise<Status>* opened);
   Status open_domains();
   bool accept_requests();
+  void accept(Request* r, int64_t now);
   bool post_pending(size_t d);
   transport::PostResult post_one(size_t d, Stream& stream, Status* error);
-  bool poll_domain(size_t d);
+  bool poll_domain(size_t d, size_t max_events = SIZE_MAX);
   void on_wr_done(WrRecord* record, transport::Event& ev);
   void maybe_finish(Request* r);
   void deliver(Request* r, const Status& status);
@@ -182,6 +203,7 @@ class GroupWorker {
   std::atomic<bool> stop_requested_{false};
   std::shared_ptr<transport::ProviderCallGuard> guard_ = std::make_shared<transport::ProviderCallGuard>();
   std::atomic<bool> abandoned_{false};
+  std::atomic<bool> owner_{false};  // progress ownership (see own())
   Status abandon_reason_;  // written before abandoned_ is set
   std::atomic<uint32_t> next_start_{0};
 

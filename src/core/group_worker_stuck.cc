@@ -26,7 +26,7 @@ void GroupWorker::fail_orphans() {
   while ((n = inbox_->pop_requests(batch, 64)) > 0) {
     for (size_t i = 0; i < n; ++i) {
       deliver(batch[i], abandon_reason_);
-      delete batch[i];
+      config_.requests->release(batch[i]);
     }
   }
 }

@@ -35,40 +35,56 @@ IdleWaiter::~IdleWaiter() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
-void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight, int64_t max_sleep_ns) {
+void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight, int64_t max_sleep_ns,
+                            const std::function<void()>& release) {
   const auto now = std::chrono::steady_clock::now();
   if (busy) {
     last_busy_ = now;
     backoff_ = std::chrono::microseconds(0);
+    release();
     return;
   }
-  if (policy_ == IdlePolicy::kSpin) return;
+  if (policy_ == IdlePolicy::kSpin) {
+    release();
+    return;
+  }
   if (must_poll) {
+    release();
     sched_yield();
     return;
   }
-  if (now - last_busy_ < kSpinBudget) return;
+  if (now - last_busy_ < kSpinBudget || max_sleep_ns <= 0) {
+    release();
+    return;
+  }
   inflight_ = inflight;
-  if (max_sleep_ns <= 0) return;
-  block(max_sleep_ns);
+  warm_ = now - last_busy_ < kWarmWindow;
+  block(max_sleep_ns, release);
 }
 
-void IdleWaiter::block(int64_t max_sleep_ns) {
+void IdleWaiter::block(int64_t max_sleep_ns, const std::function<void()>& release) {
   inbox_.set_sleeping(true);
+  bool released = false;
   if (!inbox_.has_work()) {
     bool blocked = false;
     if (epoll_fd_ >= 0) {
       bool ready = true;
       for (transport::Domain* d : domains_) ready = ready && d->ready_to_block();
-      if (ready) {
+      release();  // the last provider call of this pass was made
+      released = true;
+      if (ready && !inbox_.has_work()) {
         epoll_event events[8];
         const int64_t timeout_ms = std::min<int64_t>(kBlockTimeoutMs, (max_sleep_ns + 999'999) / 1'000'000);
         epoll_wait(epoll_fd_, events, 8, static_cast<int>(timeout_ms));
         blocked = true;
       }
     }
-    if (!blocked && epoll_fd_ < 0) {
-      const auto cap = inflight_ ? kMaxBackoffInflight : kMaxBackoffIdle;
+    if (!released) {
+      release();
+      released = true;
+    }
+    if (!blocked && epoll_fd_ < 0 && !inbox_.has_work()) {
+      const auto cap = inflight_ || warm_ ? kMaxBackoffInflight : kMaxBackoffIdle;
       backoff_ = std::min(cap, std::max(std::chrono::microseconds(8), backoff_ * 2));
       const int64_t sleep_ns = std::min<int64_t>(backoff_.count() * 1000, max_sleep_ns);
       pollfd pfd{inbox_.event_fd(), POLLIN, 0};
@@ -76,6 +92,7 @@ void IdleWaiter::block(int64_t max_sleep_ns) {
       ppoll(&pfd, 1, &ts, nullptr);
     }
   }
+  if (!released) release();
   inbox_.set_sleeping(false);
   inbox_.clear_wakeups();
 }

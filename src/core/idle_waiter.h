@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <vector>
 
 #include "core/worker_inbox.h"
@@ -23,16 +24,22 @@ class IdleWaiter {
   // is pending that only polling advances (posts held back by back-pressure, deferred WRs).
   // `inflight`: WRs are outstanding (their completions will come). `max_sleep_ns`: the worker
   // has a timer (deadline, stall sweep) due in this long.
-  void after_pass(bool busy, bool must_poll, bool inflight, int64_t max_sleep_ns);
+  // `release` gives the worker's progress ownership up; it is called exactly once, before any
+  // sleep (after the last provider call of the pass: ready_to_block).
+  void after_pass(bool busy, bool must_poll, bool inflight, int64_t max_sleep_ns, const std::function<void()>& release);
 
   // How long the worker keeps spinning after its last activity, in adaptive mode.
   static constexpr std::chrono::microseconds kSpinBudget{200};
+  // Providers without a CQ fd (shm, udp;ofi_rxd) are polled with a growing back-off: at most
+  // kMaxBackoffInflight while WRs are out or within kWarmWindow of the last activity (a passive
+  // target of a bulk transfer must not sit it out in long sleeps), else up to kMaxBackoffIdle.
   static constexpr std::chrono::microseconds kMaxBackoffIdle{1000};
   static constexpr std::chrono::microseconds kMaxBackoffInflight{50};
+  static constexpr std::chrono::milliseconds kWarmWindow{100};
   static constexpr int kBlockTimeoutMs = 100;
 
  private:
-  void block(int64_t max_sleep_ns);
+  void block(int64_t max_sleep_ns, const std::function<void()>& release);
 
   IdlePolicy policy_;
   WorkerInbox& inbox_;
@@ -41,6 +48,7 @@ class IdleWaiter {
   std::chrono::steady_clock::time_point last_busy_;
   std::chrono::microseconds backoff_{0};
   bool inflight_ = false;
+  bool warm_ = false;
 };
 
 }  // namespace fabric_lib::detail

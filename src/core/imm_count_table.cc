@@ -193,7 +193,9 @@ struct ImmCountTable::Impl {
       obs = observer;
     }
     if (obs) {
-      for (uint64_t i = 0; i < n; ++i) run_user([obs, imm] { (*obs)(imm); });
+      run_user([obs, imm, n] {  // one task for a batch of arrivals
+        for (uint64_t i = 0; i < n; ++i) (*obs)(imm);
+      });
     }
   }
 

@@ -9,16 +9,49 @@ namespace fabric_lib::detail {
 const MrDesc& Request::target_desc(uint32_t t) const { return group ? group->descs[t] : targets[t]; }
 size_t Request::num_targets() const { return group ? group->descs.size() : targets.size(); }
 
+void Request::reset() {
+  id = 0;
+  kind = RequestKind::kWrite;
+  completion = Completion();
+  src.reset();
+  targets.clear();
+  group.reset();
+  target_peers.clear();
+  has_imm = false;
+  imm = 0;
+  wrs.clear();
+  domain_begin.clear();
+  message.clear();
+  send_offset = 0;
+  send_length = 0;
+  send_to = DomainAddress();
+  send_slot = -1;
+  submit_ns = 0;
+  deadline_ns = 0;
+  unposted = 0;
+  inflight = 0;
+  failed = false;
+  delivered = false;
+  error = Status();
+}
+
 void group_by_domain(Request& request, size_t domains) {
-  std::stable_sort(request.wrs.begin(), request.wrs.end(),
-                   [](const planner::WrPlan& a, const planner::WrPlan& b) { return a.domain < b.domain; });
-  request.domain_begin.assign(domains + 1, 0);
-  size_t i = 0;
-  for (size_t d = 0; d <= domains; ++d) {
-    while (i < request.wrs.size() && request.wrs[i].domain < d) ++i;
-    request.domain_begin[d] = static_cast<uint32_t>(i);
+  std::vector<planner::WrPlan>& wrs = request.wrs;
+  std::vector<uint32_t>& begin = request.domain_begin;
+  begin.assign(domains + 1, 0);
+  bool sorted = true;
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    ++begin[wrs[i].domain + 1];
+    sorted = sorted && (i == 0 || wrs[i - 1].domain <= wrs[i].domain);
   }
-  request.domain_begin[domains] = static_cast<uint32_t>(request.wrs.size());
+  for (size_t d = 0; d < domains; ++d) begin[d + 1] += begin[d];
+  if (sorted) return;  // the common case: planned domain by domain already
+  thread_local std::vector<planner::WrPlan> scratch;
+  scratch.resize(wrs.size());
+  thread_local std::vector<uint32_t> next;
+  next.assign(begin.begin(), begin.end() - 1);
+  for (const planner::WrPlan& w : wrs) scratch[next[w.domain]++] = w;
+  wrs.swap(scratch);
 }
 
 }  // namespace fabric_lib::detail

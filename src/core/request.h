@@ -57,13 +57,16 @@ struct Request {
 
   const MrDesc& target_desc(uint32_t t) const;
   size_t num_targets() const;
+  // Back to the initial state, keeping the vectors' capacity (RequestPool).
+  void reset();
   void fail(Status why) {
     if (!failed) error = std::move(why);
     failed = true;
   }
 };
 
-// Sorts `wrs` by domain (stable) and fills domain_begin for `domains` domains.
+// Orders `wrs` by domain (stable, a counting sort: no allocation once warm) and fills domain_begin
+// for `domains` domains.
 void group_by_domain(Request& request, size_t domains);
 
 }  // namespace fabric_lib::detail

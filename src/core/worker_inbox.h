@@ -67,9 +67,20 @@ class WorkerInbox {
     while (commands_.try_dequeue(command)) command(false);
   }
 
+  bool has_requests() const { return requests_.size_approx() > 0; }
   bool has_work() const {
-    return requests_.size_approx() > 0 || pending_commands_.load(std::memory_order_acquire) > 0;
+    return requests_.size_approx() > 0 || pending_commands_.load(std::memory_order_acquire) > 0 ||
+           pokes_.load(std::memory_order_seq_cst) != pokes_seen_;
   }
+
+  // A submitter posted on its own thread (GroupWorker::post_on_caller): the worker must poll for
+  // those WRs' completions, so it is kept from sleeping (or woken). Same seq_cst handshake as below.
+  void poke() {
+    pokes_.fetch_add(1, std::memory_order_seq_cst);
+    wake();
+  }
+  // Worker side, at the start of a pass: pokes until now are served by this pass.
+  void mark_pokes_seen() { pokes_seen_ = pokes_.load(std::memory_order_seq_cst); }
 
   // Sleep protocol: the worker sets sleeping, re-checks has_work(), then blocks on event_fd();
   // producers enqueue, then wake() if it sleeps. Both sides use seq_cst, so one of them sees the
@@ -94,6 +105,8 @@ class WorkerInbox {
   moodycamel::ConcurrentQueue<WorkerCommand> commands_;
   std::atomic<size_t> pending_commands_{0};
   std::atomic<bool> sleeping_{false};
+  std::atomic<uint64_t> pokes_{0};
+  uint64_t pokes_seen_ = 0;  // worker only
   std::mutex mu_;
   bool closed_ = false;
   int event_fd_;

@@ -19,6 +19,7 @@ Result<std::unique_ptr<transport::Domain>> open_backend(const BackendOptions& o,
   options.provider = spec.provider;
   options.interface_name = spec.interface_name;
   options.want_hmem = o.want_hmem;
+  options.want_wait_fd = o.want_wait_fd;
   Result<std::unique_ptr<transport::libfabric::LibfabricDomain>> opened =
       transport::libfabric::LibfabricDomain::open(options);
   if (!opened.ok()) return opened.status();

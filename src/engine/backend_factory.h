@@ -19,6 +19,8 @@ struct BackendOptions {
   bool want_hmem = false;
   // How the IPC backend copies into GPU memory.
   gpu::GpuCopyMode ipc_copy_mode = gpu::GpuCopyMode::kAuto;
+  // Completion queues with a wait object to block on (adaptive idle); false: FI_WAIT_NONE (spin).
+  bool want_wait_fd = true;
   // != 0: wrap every domain in a ReorderingDomain seeded from this, the group and the index.
   uint64_t reorder_seed = 0;
   // Tests: applied to every opened domain, after the other decorators.

@@ -55,6 +55,10 @@ TransferEngineBuilder& TransferEngineBuilder::idle_policy(IdlePolicy policy) {
   options_->core.idle_policy = policy;
   return *this;
 }
+TransferEngineBuilder& TransferEngineBuilder::post_on_caller_thread(bool on) {
+  options_->core.post_on_caller = on;
+  return *this;
+}
 TransferEngineBuilder& TransferEngineBuilder::max_inflight_per_domain(size_t n) {
   options_->core.max_inflight_per_domain = n;
   return *this;
@@ -224,6 +228,7 @@ Result<std::unique_ptr<TransferEngine>> TransferEngineBuilder::build() const {
   backend.want_hmem = gpu::kHaveCuda && o.gpu_memory_on_nic;
   gpu::parse_gpu_copy_mode(o.ipc_gpu_copies.c_str(), &backend.ipc_copy_mode);
   backend.reorder_seed = o.reorder_seed;
+  backend.want_wait_fd = o.core.idle_policy != IdlePolicy::kSpin;
   backend.decorate = o.decorate_domains;
   core.open_domain = engine::make_backend_factory(std::move(backend));
   Result<std::unique_ptr<TransferEngine::Impl>> impl = TransferEngine::Impl::start(std::move(core));

@@ -38,6 +38,7 @@ Status run_imm_mode(Initiator& init, std::vector<Row>& rows) {
   Result<std::vector<std::string>> reply = init.peer().call("region 4096");
   if (!reply.ok()) return reply.status();
   if (reply->empty()) return malformed("empty region reply");
+  const std::vector<std::string> region_reply = *reply;  // [engine descriptor, raw region]
   Result<MrDesc> target = MrDesc::from_hex((*reply)[0]);
   if (!target.ok()) return target.status();
   Result<MrRegistration> mine = engine.register_memory(inbox.data(), inbox.size(), Access::kRemoteWrite);
@@ -85,6 +86,30 @@ Status run_imm_mode(Initiator& init, std::vector<Row>& rows) {
   rows.push_back(row);
   init.progress().step(init.provider() + " imm round trip, " + std::to_string(init.config().domains) +
                        " domain(s): " + latency_text(s));
+
+  // The same round trip with raw fi_writedata on both sides (the target's raw poller echoes).
+  if (region_reply.size() < 2) return malformed("region reply without the target's raw region");
+  Result<RawRemoteRegion> target_raw = decode_raw_region(region_reply[1]);
+  if (!target_raw.ok()) return target_raw.status();
+  Result<RawRemoteRegion> mine_raw = init.raw().register_region(inbox.data(), inbox.size(), true);
+  if (!mine_raw.ok()) return mine_raw.status();
+  FABRIC_LIB_RETURN_IF_ERROR(init.raw().connect(*target_raw));
+  const uint32_t raw_ping = init.next_imm();
+  const uint32_t raw_pong = init.next_imm();
+  Result<std::vector<std::string>> echo = init.peer().call("raw_echo " + std::to_string(raw_ping) + " " +
+                                                           std::to_string(raw_pong) + " " + encode_raw_region(*mine_raw));
+  if (!echo.ok()) return echo.status();
+  Result<std::vector<double>> raw_rtt = init.raw().round_trip(raw_ping, raw_pong, total, std::chrono::seconds(30));
+  echo = init.peer().call("raw_echo_end " + std::to_string(total));
+  if (!raw_rtt.ok()) return raw_rtt.status();
+  if (!echo.ok()) return echo.status();
+  std::vector<double> raw_samples(raw_rtt->begin() + static_cast<std::ptrdiff_t>(std::min(kWarmup, raw_rtt->size())),
+                                  raw_rtt->end());
+  const std::optional<LatencySummary> raw = summarize(raw_samples);
+  row = init.row("imm-raw", 0);
+  fill_latency(row, raw);
+  rows.push_back(row);
+  init.progress().step(init.provider() + " raw imm round trip: " + latency_text(raw));
   return ok_status();
 }
 

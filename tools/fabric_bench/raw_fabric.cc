@@ -167,6 +167,15 @@ struct RawFabric::Endpoint {
     return out;
   }
 
+  // The context of a completion of our own WR, or null for anything else (an arriving imm: some
+  // providers leave op_context unset there, others garbage).
+  WrContext* own_context(const fi_cq_data_entry& e) {
+    if (e.flags & FI_REMOTE_CQ_DATA) return nullptr;
+    auto* ctx = reinterpret_cast<WrContext*>(e.op_context);
+    if (!ctx || ctx < contexts.data() || ctx >= contexts.data() + contexts.size()) return nullptr;
+    return ctx;
+  }
+
   Status error_entry() {
     fi_cq_err_entry err{};
     if (fi_cq_readerr(cq, &err, 0) <= 0) return fi_error("fi_cq_read", -FI_EAVAIL);
@@ -376,10 +385,141 @@ Result<size_t> RawFabric::poll_target(RawImmCounts& counts) {
     if (n < 0) return fi_error("fi_cq_read", n);
     for (ssize_t i = 0; i < n; ++i) {
       if (entries[i].flags & FI_REMOTE_CQ_DATA) counts[entries[i].data & 0xff].fetch_add(1, std::memory_order_relaxed);
+      if (Endpoint::WrContext* ctx = ep->own_context(entries[i])) {  // one of our own post_imm writes
+        ep->free_contexts.push_back(static_cast<uint32_t>(ctx - ep->contexts.data()));
+      }
     }
     total += static_cast<size_t>(n);
   }
   return total;
+}
+
+Status RawFabric::post_imm(uint32_t imm) {
+  if (!local_base_ || endpoints_.empty()) return invalid_argument("raw imm: no local region registered");
+  Endpoint& ep = *endpoints_[0];
+  if (ep.peer == FI_ADDR_NOTAVAIL) return Status(ErrorCode::kFailedPrecondition, "raw imm: not connected");
+  for (;;) {
+    if (ep.free_contexts.empty()) {
+      RawImmCounts ignored{};
+      Result<size_t> n = poll_target(ignored);  // completions of earlier imms free contexts
+      if (!n.ok()) return n.status();
+      continue;
+    }
+    const uint32_t c = ep.free_contexts.back();
+    // As the engine posts imm-only writes: transmit-complete (shm in libfabric 1.17 never completes
+    // a zero-length delivery-complete write; the receiver's count is the delivery signal).
+    iovec iov{local_base_, 0};
+    fi_rma_iov rma{ep.remote_base, 0, ep.remote_key};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &ep.mr_desc;
+    msg.iov_count = 1;
+    msg.addr = ep.peer;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = &ep.contexts[c].fi;
+    msg.data = imm;
+    const ssize_t r = fi_writemsg(ep.ep, &msg, FI_COMPLETION | FI_TRANSMIT_COMPLETE | FI_REMOTE_CQ_DATA);
+    if (r == 0) {
+      ep.free_contexts.pop_back();
+      return ok_status();
+    }
+    if (r != -FI_EAGAIN) return fi_error("fi_writemsg(imm)", r);
+    RawImmCounts ignored{};
+    Result<size_t> n = poll_target(ignored);
+    if (!n.ok()) return n.status();
+  }
+}
+
+Result<std::vector<double>> RawFabric::round_trip(uint32_t ping, uint32_t pong, size_t iterations,
+                                                  std::chrono::seconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  auto counts = std::make_unique<RawImmCounts>();
+  for (auto& c : *counts) c.store(0);
+  std::vector<double> rtt_us;
+  rtt_us.reserve(iterations);
+  for (size_t i = 0; i < iterations; ++i) {
+    const auto t0 = Clock::now();
+    FABRIC_LIB_RETURN_IF_ERROR(post_imm(ping));
+    while ((*counts)[pong & 0xff].load(std::memory_order_relaxed) < i + 1) {
+      Result<size_t> n = poll_target(*counts);
+      if (!n.ok()) return n.status();
+      if (Clock::now() - t0 > timeout) {
+        return Status(ErrorCode::kDeadlineExceeded, "raw imm round trip " + std::to_string(i) + " never came back");
+      }
+    }
+    rtt_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  return rtt_us;
+}
+
+// --- the scatter baseline -----------------------------------------------------------------------
+
+Result<std::vector<double>> RawFabric::scatter(const std::vector<RawRemoteRegion>& peers, uint64_t bytes,
+                                               size_t iterations, uint32_t imm, std::vector<double>* complete_us) {
+  using Clock = std::chrono::steady_clock;
+  if (!local_base_) return invalid_argument("raw scatter: no local region registered");
+  const size_t domains = endpoints_.size();
+  struct Target {
+    size_t domain;
+    fi_addr_t addr;
+    uint64_t key;
+    uint64_t base;
+  };
+  std::vector<Target> targets;
+  for (size_t t = 0; t < peers.size(); ++t) {
+    const size_t d = t % domains;
+    if (peers[t].size() != domains) return invalid_argument("raw scatter: a peer of another domain count");
+    Endpoint& ep = *endpoints_[d];
+    std::vector<uint8_t> padded(peers[t][d].address.size() + 64, 0);
+    std::memcpy(padded.data(), peers[t][d].address.data(), peers[t][d].address.size());
+    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+    if (fi_av_insert(ep.av, padded.data(), 1, &addr, 0, nullptr) != 1 || addr == FI_ADDR_NOTAVAIL) {
+      return Status(ErrorCode::kPeerUnreachable, "raw scatter: fi_av_insert rejected peer " + std::to_string(t));
+    }
+    targets.push_back({d, addr, peers[t][d].key, peers[t][d].base});
+  }
+  std::vector<double> post_us;
+  post_us.reserve(iterations);
+  fi_cq_data_entry entries[kCqBatch];
+  for (size_t it = 0; it < iterations; ++it) {
+    const auto t0 = Clock::now();
+    Clock::time_point last_post = t0;
+    size_t outstanding = 0;
+    size_t next = 0;
+    while (next < targets.size() || outstanding > 0) {
+      while (next < targets.size()) {
+        const Target& t = targets[next];
+        Endpoint& ep = *endpoints_[t.domain];
+        if (ep.free_contexts.empty()) break;
+        const uint32_t c = ep.free_contexts.back();
+        const ssize_t r = fi_writedata(ep.ep, local_base_ + next * bytes, bytes, ep.mr_desc, imm, t.addr, t.base,
+                                       t.key, &ep.contexts[c].fi);
+        if (r == -FI_EAGAIN) break;
+        if (r != 0) return fi_error("fi_writedata", r);
+        ep.free_contexts.pop_back();
+        ++outstanding;
+        ++next;
+        if (next == targets.size()) last_post = Clock::now();
+      }
+      for (auto& ep : endpoints_) {
+        const ssize_t n = fi_cq_read(ep->cq, entries, kCqBatch);
+        if (n == -FI_EAGAIN) continue;
+        if (n == -FI_EAVAIL) return ep->error_entry();
+        if (n < 0) return fi_error("fi_cq_read", n);
+        for (ssize_t i = 0; i < n; ++i) {
+          Endpoint::WrContext* ctx = ep->own_context(entries[i]);
+          if (!ctx) continue;  // an imm arriving here, not one of our writes
+          ep->free_contexts.push_back(static_cast<uint32_t>(ctx - ep->contexts.data()));
+          --outstanding;
+        }
+      }
+    }
+    post_us.push_back(std::chrono::duration<double, std::micro>(last_post - t0).count());
+    if (complete_us) complete_us->push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  for (const Target& t : targets) fi_av_remove(endpoints_[t.domain]->av, const_cast<fi_addr_t*>(&t.addr), 1, 0);
+  return post_us;
 }
 
 }  // namespace fabric_lib::bench

@@ -80,8 +80,23 @@ class RawFabric {
   Result<RawRunResult> run(const RawPlanFn& plan, uint64_t max_requests, std::chrono::duration<double> duration,
                            size_t window, uint32_t imm);
 
-  // Target: reads every CQ once and counts arrived imms into `counts`. Returns the entries read,
-  // or an error the provider reported.
+  // The scatter baseline (raw_scatter.cc): `peers` are the target regions of P peers (the entry
+  // of each domain). Each iteration posts one fi_writedata of `bytes` to every peer — peer t from
+  // source slice t through domain t % domains, into that peer's same domain, imm `imm` — then
+  // waits for all P completions. Returns, per iteration, the poster's own time from its first
+  // post call to the last one accepted (µs), and `complete_us` the time to the last completion.
+  Result<std::vector<double>> scatter(const std::vector<RawRemoteRegion>& peers, uint64_t bytes, size_t iterations,
+                                      uint32_t imm, std::vector<double>* complete_us);
+
+  // A zero-length fi_writedata carrying `imm` to the connected peer, through domain 0 (waits
+  // for a free context by reading completions).
+  Status post_imm(uint32_t imm);
+  // The imm round-trip baseline: `iterations` times, post_imm(ping) and poll until the peer's
+  // answer `pong` arrived (the target's raw poller echoes: raw_echo); returns each round trip (µs).
+  Result<std::vector<double>> round_trip(uint32_t ping, uint32_t pong, size_t iterations, std::chrono::seconds timeout);
+
+  // Target: reads every CQ once and counts arrived imms into `counts` (and frees the contexts of
+  // its own post_imm calls). Returns the entries read, or an error the provider reported.
   Result<size_t> poll_target(RawImmCounts& counts);
 
  private:

@@ -1,6 +1,10 @@
 // scatter: one request to P peers (P engines in the target process), by peer, through a
-// pre-resolved PeerGroup. Posting time = API call until the engine's wrs_posted counter shows every
-// WR of the request handed to the provider; completion time = API call until its completion.
+// pre-resolved PeerGroup. Posting time = API call until every WR of the request was handed to the
+// provider, on the poster's clock (a submit that posts on the calling thread has posted them all
+// when it returns; otherwise the engine's wrs_posted counter shows when); completion time = API
+// call until its completion. The raw baseline in the same run: a plain loop of fi_writedata, one
+// per peer into the same P engines' regions, timed the same way (scatter-post-raw,
+// scatter-complete-raw).
 #include <chrono>
 #include <cstdio>
 
@@ -48,6 +52,16 @@ Status run_scatter_mode(Initiator& init, std::vector<Row>& rows) {
   tools::fill_pattern(src.data(), src.size(), o.seed);
   Result<MrRegistration> mr = engine.register_memory(src.data(), src.size(), Access::kLocalOnly);
   if (!mr.ok()) return mr.status();
+  Result<RawRemoteRegion> raw_src = init.raw().register_region(src.data(), src.size(), false);
+  if (!raw_src.ok()) return raw_src.status();
+  // The raw loop writes into the peers' engine regions: their descriptors name, per domain, the
+  // endpoint address, key and base a raw fi_writedata needs.
+  std::vector<RawRemoteRegion> raw_peers;
+  for (const MrDesc& d : descs) {
+    RawRemoteRegion r;
+    for (size_t k = 0; k < d.num_domains(); ++k) r.push_back({d.domain(k).address.bytes(), d.domain(k).rkey, d.domain(k).addr_base});
+    raw_peers.push_back(std::move(r));
+  }
 
   for (size_t peers : o.scatter_peers) {
     Result<PeerGroup> group = engine.add_peer_group(std::span<const MrDesc>(descs.data(), peers));
@@ -120,20 +134,42 @@ Status run_scatter_mode(Initiator& init, std::vector<Row>& rows) {
       if (!reply.ok()) return reply.status();
     }
     const std::optional<LatencySummary> post = summarize(post_us), complete = summarize(done_us);
+    // The raw loop, same peers, same bytes, one imm per peer.
+    const uint32_t raw_imm = init.next_imm();
+    std::vector<double> raw_done_us;
+    Result<std::vector<double>> raw_post_us =
+        init.raw().scatter(std::vector<RawRemoteRegion>(raw_peers.begin(), raw_peers.begin() + static_cast<std::ptrdiff_t>(peers)),
+                           bytes, total, raw_imm, &raw_done_us);
+    if (!raw_post_us.ok()) return raw_post_us.status();
+    for (size_t t = 0; t < peers; ++t) {
+      reply = init.peer().call("peer_check " + std::to_string(t) + " " + std::to_string(raw_imm) + " " +
+                               std::to_string(total) + " 0 -");
+      if (!reply.ok()) return Status(reply.status().code(), "raw scatter, peer " + std::to_string(t) + ": " + reply.status().message());
+    }
+    auto after_warmup = [](const std::vector<double>& v) {
+      return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(std::min(kWarmup, v.size())), v.end());
+    };
+    const std::optional<LatencySummary> raw_post = summarize(after_warmup(*raw_post_us));
+    const std::optional<LatencySummary> raw_complete = summarize(after_warmup(raw_done_us));
     // The engine's own clock of the first WR (taken by the worker itself, so the observer's
     // scheduling does not enter it): on a crowded machine the wrs_posted observation above can
     // lag while the receivers' threads hold the cores.
     const std::vector<uint32_t> first_ns = engine.take_submit_latencies_ns();
     const std::optional<LatencySummary> first =
-        summarize_ns_as_us(std::span<const uint32_t>(first_ns).subspan(std::min(first_ns.size(), kWarmup + 1)));    Row row = init.row("scatter-post", peers);
-    if (post) row.p50_us = post->p50, row.p99_us = post->p99;
-    rows.push_back(row);
-    row = init.row("scatter-complete", peers);
-    if (complete) row.p50_us = complete->p50, row.p99_us = complete->p99;
-    rows.push_back(row);
+        summarize_ns_as_us(std::span<const uint32_t>(first_ns).subspan(std::min(first_ns.size(), kWarmup + 1)));
+    auto add_row = [&](const char* mode, const std::optional<LatencySummary>& l) {
+      Row row = init.row(mode, peers);
+      if (l) row.p50_us = l->p50, row.p99_us = l->p99;
+      rows.push_back(row);
+    };
+    add_row("scatter-post", post);
+    add_row("scatter-complete", complete);
+    add_row("scatter-post-raw", raw_post);
+    add_row("scatter-complete-raw", raw_complete);
     init.progress().step(init.provider() + " scatter to " + std::to_string(peers) + " peers (" + format_size(bytes) +
                          " each): post " + us_text(post) + "; complete " + us_text(complete) +
-                         "; first WR posted " + us_text(first));
+                         "; first WR posted " + us_text(first) + "; raw loop: post " + us_text(raw_post) +
+                         ", complete " + us_text(raw_complete));
   }
   engine.unregister_memory(mr->handle);
   engine.stop();

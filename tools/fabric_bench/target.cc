@@ -79,6 +79,9 @@ class Target {
   Status raw_start();
   Status raw_stop();
   Status raw_wait(uint32_t imm, uint64_t n);
+  // The raw poller answers every `ping` imm with a `pong` imm to the initiator's raw region.
+  Status raw_echo(uint32_t ping, uint32_t pong, const std::string& region);
+  Status raw_echo_end(uint64_t n);
   std::string peers(size_t count, uint64_t bytes);
   Status echo(uint32_t ping, uint32_t pong, const std::string& desc_hex);
   Status echo_end(uint32_t ping, uint64_t n);
@@ -90,13 +93,24 @@ class Target {
   RawImmCounts raw_counts_{};
   std::thread raw_poller_;
   std::atomic<bool> raw_polling_{false};
+  std::atomic<bool> raw_echoing_{false};
+  uint32_t raw_ping_ = 0, raw_pong_ = 0;
+  std::atomic<uint64_t> raw_echoed_{0};
   std::mutex raw_error_mu_;
   Status raw_error_;
   std::vector<std::unique_ptr<EngineWithRegion>> peers_;
   uint64_t peer_bytes_ = 0;
+  // echo: the rounds of the ping's repeating expectation, and the thread answering them.
+  void echo_stop();
+  CompletionCounter echo_rounds_;
+  uint64_t echo_answered_ = 0;  // echo thread only
+  uint32_t echo_ping_ = 0;
+  std::atomic<bool> echo_running_{false};
+  std::thread echo_thread_;
 };
 
 void Target::teardown() {
+  echo_stop();
   raw_stop();
   peers_.clear();
   main_.reset();
@@ -150,9 +164,16 @@ Status Target::raw_start() {
     uint32_t idle = 0;
     while (raw_polling_.load(std::memory_order_relaxed)) {
       Result<size_t> n = raw_->poll_target(raw_counts_);
-      if (!n.ok()) {
+      Status echo;
+      if (n.ok() && raw_echoing_.load(std::memory_order_acquire)) {  // raw_echo: answer new pings
+        while (echo.ok() && raw_echoed_.load(std::memory_order_relaxed) < raw_counts_[raw_ping_ & 0xff].load()) {
+          echo = raw_->post_imm(raw_pong_);
+          if (echo.ok()) raw_echoed_.fetch_add(1);
+        }
+      }
+      if (!n.ok() || !echo.ok()) {
         std::lock_guard lock(raw_error_mu_);
-        raw_error_ = n.status();
+        raw_error_ = n.ok() ? echo : n.status();
         return;
       }
       // As the raw initiator: after a long idle stretch, share a crowded core once.
@@ -191,6 +212,27 @@ Status Target::raw_wait(uint32_t imm, uint64_t n) {
   const uint64_t got = count.exchange(0);
   if (got != n) return internal_error("raw imm " + std::to_string(imm) + ": " + std::to_string(got) + " arrived, " + std::to_string(n) + " expected");
   return ok_status();
+}
+
+Status Target::raw_echo(uint32_t ping, uint32_t pong, const std::string& region) {
+  if (!raw_) return Status(ErrorCode::kFailedPrecondition, "no setup yet");
+  Result<RawRemoteRegion> initiator = decode_raw_region(region);
+  if (!initiator.ok()) return initiator.status();
+  FABRIC_LIB_RETURN_IF_ERROR(raw_stop());  // the poller owns the endpoints while it runs
+  FABRIC_LIB_RETURN_IF_ERROR(raw_->connect(*initiator));
+  raw_ping_ = ping;
+  raw_pong_ = pong;
+  raw_echoed_.store(0);
+  raw_echoing_.store(true, std::memory_order_release);
+  return raw_start();
+}
+
+Status Target::raw_echo_end(uint64_t n) {
+  raw_echoing_.store(false, std::memory_order_release);
+  Status s = raw_stop();
+  const uint64_t echoed = raw_echoed_.load();
+  if (s.ok() && echoed != n) s = internal_error(std::to_string(echoed) + " raw pings answered, not " + std::to_string(n));
+  return s;
 }
 
 std::string Target::peers(size_t count, uint64_t bytes) {
@@ -245,18 +287,51 @@ Status Target::echo(uint32_t ping, uint32_t pong, const std::string& desc_hex) {
   Result<MrDesc> desc = MrDesc::from_hex(desc_hex);
   if (!desc.ok()) return desc.status();
   TransferEngine* engine = main_->engine.get();
-  // The observer runs on the engine's callback thread, as an application's reaction would.
-  engine->imms().set_observer([engine, ping, pong, dst = *desc](uint32_t imm) {
-    if (imm == ping) engine->submit_imm(pong, dst, Completion());
+  echo_stop();
+  // The way a latency-bound application reacts: a repeating expectation bumps a counter on the
+  // thread that counted the imm (no hop to the callback thread), and a spinning thread answers
+  // each round with a pong, posted on that thread (as the raw poller's echo does).
+  FABRIC_LIB_RETURN_IF_ERROR(engine->imms().expect_every(ping, 1, RepeatingSink::counter(echo_rounds_)));
+  echo_ping_ = ping;
+  echo_answered_ = 0;
+  echo_running_.store(true);
+  echo_thread_ = std::thread([this, engine, pong, dst = *desc] {
+    uint32_t idle = 0;
+    while (echo_running_.load(std::memory_order_relaxed)) {
+      if (echo_rounds_.done.load(std::memory_order_acquire) == echo_answered_) {
+        if (++idle >= 256) {  // as the raw poller: after a long idle stretch, share a crowded core once
+          sched_yield();
+          idle = 0;
+        }
+        continue;
+      }
+      idle = 0;
+      ++echo_answered_;
+      (void)engine->submit_imm(pong, dst, Completion());
+    }
   });
   return ok_status();
 }
 
+void Target::echo_stop() {
+  echo_running_.store(false);
+  if (echo_thread_.joinable()) echo_thread_.join();
+  if (main_ && echo_ping_ != 0) main_->engine->imms().release(echo_ping_);
+  echo_rounds_.done.store(0);
+  echo_rounds_.errors.store(0);
+  echo_ping_ = 0;
+}
+
 Status Target::echo_end(uint32_t ping, uint64_t n) {
   if (!main_) return Status(ErrorCode::kFailedPrecondition, "no setup yet");
-  Status s = wait_imms(*main_->engine, ping, n);
-  main_->engine->imms().set_observer(nullptr);
-  return s;
+  const auto deadline = std::chrono::steady_clock::now() + kWaitTimeout;
+  while (echo_rounds_.done.load() < n && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  const uint64_t got = echo_rounds_.done.load();
+  echo_stop();
+  if (got != n) return internal_error(std::to_string(got) + " pings arrived, not " + std::to_string(n));
+  return ok_status();
 }
 
 std::string Target::handle(const std::vector<std::string>& w, bool* done) {
@@ -299,6 +374,8 @@ std::string Target::handle(const std::vector<std::string>& w, bool* done) {
   }
   if (cmd == "raw_start") return reply(raw_start());
   if (cmd == "raw_stop") return reply(raw_stop());
+  if (cmd == "raw_echo") return numbers(1, 2) && w.size() == 4 ? reply(raw_echo(static_cast<uint32_t>(n[1]), static_cast<uint32_t>(n[2]), w[3])) : error_reply(bad);
+  if (cmd == "raw_echo_end") return numbers(1, 1) ? reply(raw_echo_end(n[1])) : error_reply(bad);
   if (cmd == "raw_wait") return numbers(1, 2) ? reply(raw_wait(static_cast<uint32_t>(n[1]), n[2])) : error_reply(bad);
   if (cmd == "raw_check") {
     if (!numbers(1, 3) || w.size() != 5 || !main_) return error_reply(bad);
