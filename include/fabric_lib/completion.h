@@ -24,6 +24,34 @@ struct CompletionCounter {
   bool wait_for(uint64_t n, std::chrono::milliseconds timeout) const;
 };
 
+// Finished operations that the application drains on its own thread (Completion::queue): no hop
+// to the callback thread, no callback to run — a poll-mode completion queue, as a NIC's CQ. A
+// lock-free multi-producer queue: the engine's threads push, any thread may poll. It must outlive
+// every operation that reports to it.
+class CompletionQueue {
+ public:
+  struct Entry {
+    uint64_t tag = 0;  // what the operation's Completion::queue was given
+    Status status;
+  };
+  CompletionQueue();
+  ~CompletionQueue();
+  CompletionQueue(const CompletionQueue&) = delete;
+  CompletionQueue& operator=(const CompletionQueue&) = delete;
+
+  // Moves up to `max` finished operations into `out`; returns how many (0 when none finished).
+  size_t poll(Entry* out, size_t max);
+  bool poll(Entry& out) { return poll(&out, 1) == 1; }
+  // Roughly how many wait to be polled.
+  size_t size_approx() const;
+
+ private:
+  friend class CompletionDelivery;
+  void push(uint64_t tag, const Status& status);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Called once with the final status. Runs on the engine's callback thread (never on a worker),
 // so it may call the engine (submits included) but should not block for long.
 using CompletionCallback = std::function<void(const Status&)>;
@@ -33,7 +61,7 @@ using Clock = std::chrono::steady_clock;
 // Where one operation's single completion goes, and by when it must have come.
 class Completion {
  public:
-  enum class Kind : uint8_t { kNone, kCallback, kCounter, kFlag };
+  enum class Kind : uint8_t { kNone, kCallback, kCounter, kFlag, kQueue };
 
   // Nobody is told; failures are only logged. For fire-and-forget traffic.
   Completion() = default;
@@ -43,6 +71,8 @@ class Completion {
   // `error_value` when it fails: a flag in mapped pinned host memory that a GPU kernel polls
   // (the role GDRCopy plays in the paper). Set right on the thread that ends the operation.
   static Completion flag(uint64_t* flag, uint64_t value, uint64_t error_value = UINT64_MAX);
+  // Pushes {tag, status} into `queue` on the thread that ends the operation.
+  static Completion queue(CompletionQueue& queue, uint64_t tag);
 
   // An operation still unfinished at `deadline` completes with DeadlineExceeded; completions
   // that come later are absorbed. (Overrides the engine's default timeout.)
@@ -64,6 +94,7 @@ class Completion {
   CompletionCallback fn_;
   CompletionCounter* counter_ = nullptr;
   uint64_t* flag_ = nullptr;
+  CompletionQueue* queue_ = nullptr;  // kQueue; flag_value_ holds the tag
   uint64_t flag_value_ = 0;
   uint64_t flag_error_value_ = 0;
 };

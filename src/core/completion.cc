@@ -2,6 +2,8 @@
 
 #include "core/completion_delivery.h"
 
+#include <concurrentqueue/concurrentqueue.h>
+
 #include <thread>
 
 namespace fabric_lib {
@@ -60,6 +62,27 @@ Completion Completion::flag(uint64_t* flag, uint64_t value, uint64_t error_value
   return c;
 }
 
+Completion Completion::queue(CompletionQueue& queue, uint64_t tag) {
+  Completion c;
+  c.kind_ = Kind::kQueue;
+  c.queue_ = &queue;
+  c.flag_value_ = tag;
+  return c;
+}
+
+struct CompletionQueue::Impl {
+  moodycamel::ConcurrentQueue<Entry> entries;
+};
+
+CompletionQueue::CompletionQueue() : impl_(std::make_unique<Impl>()) {}
+CompletionQueue::~CompletionQueue() = default;
+
+void CompletionQueue::push(uint64_t tag, const Status& status) { impl_->entries.enqueue(Entry{tag, status}); }
+
+size_t CompletionQueue::poll(Entry* out, size_t max) { return impl_->entries.try_dequeue_bulk(out, max); }
+
+size_t CompletionQueue::size_approx() const { return impl_->entries.size_approx(); }
+
 Completion&& Completion::with_deadline(Clock::time_point deadline) && {
   has_deadline_ = true;
   deadline_ = deadline;
@@ -84,6 +107,9 @@ void CompletionDelivery::deliver_inline(Completion& c, const Status& status) {
       return;
     case Completion::Kind::kFlag:
       __atomic_store_n(c.flag_, status.ok() ? c.flag_value_ : c.flag_error_value_, __ATOMIC_RELEASE);
+      return;
+    case Completion::Kind::kQueue:
+      c.queue_->push(c.flag_value_, status);
       return;
   }
 }
@@ -127,6 +153,8 @@ void CompletionDelivery::deliver_rounds(const RepeatingSink& sink, uint64_t firs
     case Completion::Kind::kFlag:
       __atomic_store_n(sink.word_, last, __ATOMIC_RELEASE);
       return;
+    case Completion::Kind::kQueue:  // not a repeating sink kind
+      return;
   }
 }
 
@@ -143,6 +171,8 @@ void CompletionDelivery::deliver_end(const RepeatingSink& sink, uint64_t rounds,
       return;
     case Completion::Kind::kFlag:
       __atomic_store_n(sink.word_, sink.error_value_, __ATOMIC_RELEASE);
+      return;
+    case Completion::Kind::kQueue:
       return;
   }
 }

@@ -79,6 +79,7 @@ void CompletionDispatcher::deliver(Completion completion, const Status& status) 
       return;
     case Completion::Kind::kCounter:
     case Completion::Kind::kFlag:
+    case Completion::Kind::kQueue:
       CompletionDelivery::deliver_inline(completion, status);
       return;
     case Completion::Kind::kCallback:

@@ -61,11 +61,19 @@ Status provider_error(const char* call, int ret) {
   return Status(ErrorCode::kProviderError, std::string(call) + ": " + fi_strerror(code) + " (" + std::to_string(ret) + ")");
 }
 
+// EFA grants FI_DELIVERY_COMPLETE only by emulating it (an extra round trip per write, a receipt
+// from the target's progress engine), which costs the very bandwidth and latency EFA is used for.
+// There the engine asks for transmit-complete writes, as the paper's engine does: a write's Ok then
+// means the source may be reused, and the receiver's imm count is the delivery signal
+// (docs/providers.md, "What a write's Ok means").
+bool wants_delivery_complete(const std::string& provider) { return provider.rfind("efa", 0) != 0; }
+
 Result<FiInfoPtr> select_fi_info(const std::string& provider, const std::string& interface_name, bool want_hmem) {
   if (provider.empty()) return invalid_argument("empty provider name");
+  const bool dc = wants_delivery_complete(provider);
   if (want_hmem) {
     // Providers without FI_HMEM answer -FI_ENODATA: then the plain selection below decides.
-    Result<FiInfoPtr> hmem = getinfo(provider, /*delivery_complete=*/true, /*tagged=*/true, /*hmem=*/true);
+    Result<FiInfoPtr> hmem = getinfo(provider, /*delivery_complete=*/dc, /*tagged=*/true, /*hmem=*/true);
     if (!hmem.ok()) hmem = getinfo(provider, /*delivery_complete=*/false, /*tagged=*/true, /*hmem=*/true);
     if (!hmem.ok()) hmem = getinfo(provider, /*delivery_complete=*/false, /*tagged=*/false, /*hmem=*/true);
     if (hmem.ok()) {
@@ -77,9 +85,10 @@ Result<FiInfoPtr> select_fi_info(const std::string& provider, const std::string&
       }
     }
   }
-  // Preferred first: delivery-complete writes, and tagged messages for the liveness probe.
-  Result<FiInfoPtr> list = getinfo(provider, /*delivery_complete=*/true, /*tagged=*/true);
-  if (!list.ok()) list = getinfo(provider, true, false);
+  // Preferred first: delivery-complete writes (but not on EFA), and tagged messages for the
+  // liveness probe.
+  Result<FiInfoPtr> list = getinfo(provider, /*delivery_complete=*/dc, /*tagged=*/true);
+  if (!list.ok()) list = getinfo(provider, dc, false);
   if (!list.ok()) list = getinfo(provider, false, true);
   if (!list.ok()) list = getinfo(provider, false, false);
   if (!list.ok()) {
