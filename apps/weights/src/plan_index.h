@@ -1,0 +1,64 @@
+// The planner's index of the metadata (internal to the planner): every source parameter with its
+// distinct trainer boxes, their owners and the grid the boxes cut the 2-D view into; and every
+// inference piece, deduplicated by (source, box, destination dtype).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "fabric_lib/weights/plan.h"
+
+namespace fabric_lib::weights::planner {
+
+struct Owner {
+  uint32_t rank = 0;
+  uint32_t shard = 0;  // index into that rank's TrainerMetadata::shards
+};
+
+struct SourceInfo {
+  std::string name;
+  std::vector<uint64_t> shape;
+  View2d view;
+  DType dtype = DType::kBf16;
+  uint32_t group = 0;
+  std::vector<Box> boxes;                    // distinct trainer boxes, sorted
+  std::vector<std::vector<Owner>> owners;    // per box, by rank
+  std::vector<uint64_t> row_cuts, col_cuts;  // sorted, from 0 to rows / cols
+  std::vector<uint32_t> cell_box;            // [ri * (col_cuts.size() - 1) + ci] -> box
+  bool used = false;
+  uint32_t cell(size_t ri, size_t ci) const { return cell_box[ri * (col_cuts.size() - 1) + ci]; }
+};
+
+// One place an inference rank wants a piece.
+struct Destination {
+  uint32_t rank = 0;
+  uint32_t tensor = 0;
+  uint64_t dst_row = 0, dst_col = 0;
+};
+
+// A distinct (source, box, dtype) and every destination that holds it.
+struct UniquePiece {
+  uint32_t source = 0;
+  Box box;
+  DType dtype = DType::kBf16;
+  std::vector<Destination> destinations;
+};
+
+struct Index {
+  std::vector<TrainerMetadata> trainers;      // by rank
+  std::vector<InferenceMetadata> inference;   // by rank
+  std::vector<SourceInfo> sources;            // by name
+  std::unordered_map<std::string, uint32_t> by_name;
+  std::vector<UniquePiece> pieces;            // sorted by (source, box, dtype)
+  uint32_t domains = 1;
+};
+
+// Sorts ranks, validates everything and builds the index. Errors name the rank and parameter.
+Result<Index> build_index(std::vector<TrainerMetadata> trainers, std::vector<InferenceMetadata> inference,
+                          const PlanOptions& options);
+
+}  // namespace fabric_lib::weights::planner
