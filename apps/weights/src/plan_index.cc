@@ -6,6 +6,9 @@
 namespace fabric_lib::weights::planner {
 namespace {
 
+// At most 2^48 elements per tensor (Kimi-K2's largest has 2^30): keeps every size product in range.
+constexpr uint64_t kMaxElements = 1ull << 48;
+
 Status bad(std::string m) { return invalid_argument("weights metadata: " + std::move(m)); }
 
 std::string shape_str(const std::vector<uint64_t>& s) {
@@ -100,8 +103,10 @@ Status index_trainers(Index& ix, const PlanOptions& o) {
       if (sh.name.empty()) return bad("trainer rank " + std::to_string(t.rank) + " shard " + std::to_string(s) + " has no name");
       if (!seen.insert(sh.name).second) return bad(where + " is listed twice");
       if (sh.global_shape.empty() || sh.global_shape.size() > 8) return bad(where + ": shape must have 1..8 dimensions");
+      uint64_t elements = 1;
       for (uint64_t d : sh.global_shape) {
-        if (d == 0 || d > (1ull << 40)) return bad(where + ": dimension " + std::to_string(d) + " out of range");
+        if (d == 0 || d > kMaxElements || elements > kMaxElements / d) return bad(where + ": shape " + shape_str(sh.global_shape) + " out of range");
+        elements *= d;
       }
       if (sh.dtype != DType::kBf16 && sh.dtype != DType::kF32) return bad(where + ": source dtype must be bf16 or f32, not " + dtype_name(sh.dtype));
       const View2d v = view_2d(sh.global_shape);
@@ -164,7 +169,7 @@ Status index_inference(Index& ix) {
       const InferenceTensor& t = m.tensors[ti];
       const std::string where = rank + " tensor '" + t.name + "'";
       if (!seen.insert(t.name).second) return bad(where + " is listed twice");
-      if (t.rows == 0 || t.cols == 0 || t.rows > (1ull << 40) || t.cols > (1ull << 40)) return bad(where + ": bad size " + std::to_string(t.rows) + "x" + std::to_string(t.cols));
+      if (t.rows == 0 || t.cols == 0 || t.rows > kMaxElements || t.cols > kMaxElements / t.rows) return bad(where + ": bad size " + std::to_string(t.rows) + "x" + std::to_string(t.cols));
       if (!is_valid_dtype(static_cast<uint8_t>(t.dtype))) return bad(where + ": bad dtype");
       auto in_region = [&](uint32_t region, uint64_t off, uint64_t len, const char* what) -> Status {
         if (region >= m.regions.size()) return bad(where + ": " + what + " region " + std::to_string(region) + " does not exist (" + std::to_string(m.regions.size()) + " registered)");

@@ -144,24 +144,35 @@ class Planner {
     bool clean = true;
     size_t interval = 0;
   };
+  // O(number of cuts), not of blocks: only blocks holding an off-grid cut are dirty.
   std::vector<Segment> segments(const std::vector<uint64_t>& cuts, uint64_t lo, uint64_t hi, bool blocked) const {
     std::vector<Segment> out;
-    if (!blocked) {  // one segment per cut interval
-      for (size_t i = interval_of(cuts, lo); i + 1 < cuts.size() && cuts[i] < hi; ++i) {
-        out.push_back({std::max(lo, cuts[i]), std::min(hi, cuts[i + 1]), true, i});
+    auto clean = [&](uint64_t a, uint64_t b) {  // [a, b) split at the cuts
+      for (size_t i = interval_of(cuts, a); a < b; ++i) {
+        const uint64_t e = std::min(b, cuts[i + 1]);
+        out.push_back({a, e, true, i});
+        a = e;
       }
-      return out;
-    }
-    for (uint64_t b = lo; b < hi; b += kFp8Block) {
-      const uint64_t e = std::min(hi, b + kFp8Block);
-      const size_t i = interval_of(cuts, b);
-      const bool clean = cuts[i + 1] >= e;
-      if (!out.empty() && out.back().clean == clean && (!clean || out.back().interval == i)) {
-        out.back().end = e;
-      } else {
-        out.push_back({b, e, clean, i});
+    };
+    uint64_t cur = lo;
+    if (blocked) {
+      const auto first = std::upper_bound(cuts.begin(), cuts.end(), lo);
+      for (auto it = first; it != cuts.end() && *it < hi; ++it) {
+        if ((*it - lo) % kFp8Block == 0) continue;
+        const uint64_t b0 = lo + (*it - lo) / kFp8Block * kFp8Block, b1 = std::min(hi, b0 + kFp8Block);
+        if (b0 < cur) {  // the same block as the previous off-grid cut
+          continue;
+        }
+        clean(cur, b0);
+        if (!out.empty() && !out.back().clean && out.back().end == b0) {
+          out.back().end = b1;
+        } else {
+          out.push_back({b0, b1, false, 0});
+        }
+        cur = b1;
       }
     }
+    clean(cur, hi);
     return out;
   }
 
