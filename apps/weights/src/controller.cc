@@ -125,7 +125,7 @@ Result<Schedule> Controller::run() {
       return invalid_argument(e);
     }
   }
-  Result<Schedule> plan = plan_schedule(trainers, inference, s.options.plan);
+  Result<Schedule> plan = plan_schedule(trainers, inference, s.options.plan);  // copies: the setups below need the descriptors
   if (!plan.ok()) {
     s.send_all_error(plan.status().message(), deadline);
     return plan.status();

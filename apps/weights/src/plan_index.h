@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -26,7 +27,11 @@ struct SourceInfo {
   DType dtype = DType::kBf16;
   uint32_t group = 0;
   std::vector<Box> boxes;                    // distinct trainer boxes, sorted
-  std::vector<std::vector<Owner>> owners;    // per box, by rank
+  std::vector<Owner> owner_list;             // every box's owners, by box then rank
+  std::vector<uint32_t> owner_begin;         // box i's owners: [owner_begin[i], owner_begin[i + 1])
+  std::span<const Owner> owners(size_t box) const {
+    return {owner_list.data() + owner_begin[box], owner_list.data() + owner_begin[box + 1]};
+  }
   std::vector<uint64_t> row_cuts, col_cuts;  // sorted, from 0 to rows / cols
   std::vector<uint32_t> cell_box;            // [ri * (col_cuts.size() - 1) + ci] -> box
   bool used = false;
@@ -49,8 +54,8 @@ struct UniquePiece {
 };
 
 struct Index {
-  std::vector<TrainerMetadata> trainers;      // by rank
-  std::vector<InferenceMetadata> inference;   // by rank
+  std::vector<const TrainerMetadata*> trainers;     // by rank (the caller's metadata)
+  std::vector<const InferenceMetadata*> inference;  // by rank
   std::vector<SourceInfo> sources;            // by name
   std::unordered_map<std::string, uint32_t> by_name;
   std::vector<UniquePiece> pieces;            // sorted by (source, box, dtype)
@@ -58,7 +63,8 @@ struct Index {
 };
 
 // Sorts ranks, validates everything and builds the index. Errors name the rank and parameter.
-Result<Index> build_index(std::vector<TrainerMetadata> trainers, std::vector<InferenceMetadata> inference,
+// The index points into `trainers` and `inference`, which must outlive it.
+Result<Index> build_index(const std::vector<TrainerMetadata>& trainers, const std::vector<InferenceMetadata>& inference,
                           const PlanOptions& options);
 
 }  // namespace fabric_lib::weights::planner

@@ -3,6 +3,7 @@
 // balance bytes, and emits each trainer's writes pinned to balanced domains.
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <numeric>
 
 #include "plan_index.h"
@@ -32,6 +33,8 @@ using planner::UniquePiece;
 struct Part {
   uint32_t box = 0;  // index into the source's boxes
   Box part;
+  Owner from;        // who supplies it (assign_owners)
+  bool local = false;  // the gatherer holds it itself
 };
 
 struct Unit {
@@ -70,13 +73,16 @@ class Planner {
     for (uint32_t r = 0; r < s.inference.size(); ++r) s.inference[r].rank = r;
     tload_.assign(s.trainers.size() * D_, 0);
     iload_.assign(s.inference.size() * D_, 0);
-    target_ids_.resize(s.trainers.size());
-    for (const Unit& u : units_) emit(s, u);
-    for (TrainerPlan& tp : s.trainers) {
-      std::stable_sort(tp.tasks.begin(), tp.tasks.end(), [](const PrepareTask& a, const PrepareTask& b) { return a.group < b.group; });
-      std::stable_sort(tp.contributions.begin(), tp.contributions.end(), [](const Contribution& a, const Contribution& b) { return a.group < b.group; });
-      // Staged tasks index `staged`, which the sort above does not move.
-    }
+    init_targets(s);
+    // Emit group by group (stable: canonical order inside a group), so that every trainer's tasks
+    // and contributions come out in execution order.
+    std::vector<uint32_t> order(units_.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return src(units_[a]).group < src(units_[b]).group; });
+    std::vector<size_t> tasks(s.trainers.size(), 0);
+    for (const Unit& u : units_) ++tasks[u.owner];
+    for (size_t t = 0; t < tasks.size(); ++t) s.trainers[t].tasks.reserve(tasks[t]);
+    for (uint32_t i : order) emit(s, units_[i]);
     return s;
   }
 
@@ -204,7 +210,7 @@ class Planner {
     }
   }
 
-  Owner least_loaded(const std::vector<Owner>& owners) const {
+  Owner least_loaded(std::span<const Owner> owners) const {
     Owner best = owners[0];
     for (const Owner& o : owners) {
       if (load_[o.rank] < load_[best.rank]) best = o;
@@ -219,7 +225,7 @@ class Planner {
       Unit& u = units_[i];
       u.cost = prepared_bytes(u.piece, u.box) * ix_.pieces[u.piece].destinations.size();
       if (u.staged) continue;
-      const auto& owners = src(u).owners[u.box_index];
+      const auto& owners = src(u).owners(u.box_index);
       if (owners.size() == 1) {
         u.owner = owners[0].rank;
         u.owner_shard = owners[0].shard;
@@ -228,33 +234,66 @@ class Planner {
         multi.push_back(i);
       }
     }
-    // Replicated boxes: largest first onto the least loaded replica (LPT).
+    // Staged boxes next (their choice is narrow): the least loaded owner of any part gathers;
+    // each other part comes from its least loaded replica (or is a local copy when the gatherer
+    // holds one).
+    for (Unit& u : units_) {
+      if (!u.staged) continue;
+      const SourceInfo& si = src(u);
+      std::vector<Owner> candidates;
+      for (uint32_t k = u.parts_begin; k < u.parts_end; ++k) {
+        for (const Owner& o : si.owners(parts_[k].box)) candidates.push_back(o);
+      }
+      std::stable_sort(candidates.begin(), candidates.end(), [](const Owner& a, const Owner& b) { return a.rank < b.rank; });
+      u.owner = least_loaded(candidates).rank;
+      load_[u.owner] += u.cost;
+      for (uint32_t k = u.parts_begin; k < u.parts_end; ++k) {
+        Part& part = parts_[k];
+        const std::span<const Owner> owners = si.owners(part.box);
+        auto mine = std::find_if(owners.begin(), owners.end(), [&](const Owner& o) { return o.rank == u.owner; });
+        part.local = mine != owners.end();
+        part.from = part.local ? *mine : least_loaded(owners);
+        if (!part.local) load_[part.from.rank] += part.part.elements() * element_size(si.dtype);
+      }
+    }
+    // Replicated boxes last, largest first onto the least loaded replica (LPT): they fill the gaps.
     std::stable_sort(multi.begin(), multi.end(), [&](uint32_t a, uint32_t b) { return units_[a].cost > units_[b].cost; });
     for (uint32_t i : multi) {
       Unit& u = units_[i];
-      const Owner o = least_loaded(src(u).owners[u.box_index]);
+      const Owner o = least_loaded(src(u).owners(u.box_index));
       u.owner = o.rank;
       u.owner_shard = o.shard;
       load_[u.owner] += u.cost;
     }
-    // Staged boxes: the least loaded owner of any part gathers; each other part comes from its
-    // least loaded replica (or is a local copy when the gatherer holds one).
-    for (Unit& u : units_) {
-      if (!u.staged) continue;
-      std::vector<Owner> candidates;
-      for (uint32_t k = u.parts_begin; k < u.parts_end; ++k) {
-        for (const Owner& o : src(u).owners[parts_[k].box]) candidates.push_back(o);
-      }
-      std::stable_sort(candidates.begin(), candidates.end(), [](const Owner& a, const Owner& b) { return a.rank < b.rank; });
-      const Owner g = least_loaded(candidates);
-      u.owner = g.rank;
-      load_[u.owner] += u.cost;
-    }
   }
 
+  // Target ids per trainer: a flat table when the (kind, rank, region) space is small (it is, but
+  // for engines that register every tensor separately), else a hash map.
+  void init_targets(const Schedule& s) {
+    regions_ = 1;
+    for (const InferenceMetadata* m : ix_.inference) regions_ = std::max<uint64_t>(regions_, m->regions.size());
+    slots_ = ix_.inference.size() * regions_ + ix_.trainers.size();
+    if (slots_ * s.trainers.size() <= (1u << 26)) {
+      flat_targets_.assign(slots_ * s.trainers.size(), UINT32_MAX);
+    } else {
+      slots_ = 0;
+      target_ids_.resize(s.trainers.size());
+    }
+  }
   uint32_t target_id(Schedule& s, uint32_t trainer, Target t) {
-    auto [it, inserted] = target_ids_[trainer].try_emplace(t, static_cast<uint32_t>(s.trainers[trainer].targets.size()));
-    if (inserted) s.trainers[trainer].targets.push_back(t);
+    std::vector<Target>& targets = s.trainers[trainer].targets;
+    if (slots_) {
+      const uint64_t k = t.kind == Target::Kind::kInference ? t.rank * regions_ + t.region : ix_.inference.size() * regions_ + t.rank;
+      uint32_t& id = flat_targets_[trainer * slots_ + k];
+      if (id == UINT32_MAX) {
+        id = static_cast<uint32_t>(targets.size());
+        targets.push_back(t);
+      }
+      return id;
+    }
+    const uint64_t key = (static_cast<uint64_t>(t.kind) << 63) | (static_cast<uint64_t>(t.rank) << 32) | t.region;
+    auto [it, inserted] = target_ids_[trainer].try_emplace(key, static_cast<uint32_t>(targets.size()));
+    if (inserted) targets.push_back(t);
     return it->second;
   }
 
@@ -308,12 +347,14 @@ class Planner {
     task.box = u.box;
     task.dtype = p.dtype;
     uint64_t src_offset = 0, src_pitch = u.box.cols() * es;
+    task.writes.reserve(p.destinations.size());
+    if (p.dtype == DType::kFp8E4m3) task.scale_writes.reserve(p.destinations.size());
     if (u.staged) {
       emit_staged(s, u, tp, task);
     } else {
       task.source = PrepareTask::Source::kShard;
       task.index = u.owner_shard;
-      const TrainerShard& sh = ix_.trainers[u.owner].shards[u.owner_shard];
+      const TrainerShard& sh = ix_.trainers[u.owner]->shards[u.owner_shard];
       task.direct = p.dtype == si.dtype && (u.box.cols() == sh.box.cols() || u.box.rows() == 1);
       if (task.direct) {
         src_offset = sh.offset + ((u.box.r0 - sh.box.r0) * sh.box.cols() + (u.box.c0 - sh.box.c0)) * es_src;
@@ -321,7 +362,7 @@ class Planner {
       }
     }
     for (const Destination& d : p.destinations) {
-      const InferenceTensor& t = ix_.inference[d.rank].tensors[d.tensor];
+      const InferenceTensor& t = ix_.inference[d.rank]->tensors[d.tensor];
       const uint64_t drow = d.dst_row + (u.box.r0 - p.box.r0), dcol = d.dst_col + (u.box.c0 - p.box.c0);
       emit_inference_write(s, u.owner, d, t.region,
                            strided(u.box.rows(), u.box.cols() * es, src_offset, src_pitch,
@@ -349,16 +390,13 @@ class Planner {
     tp.staging_bytes += (u.box.elements() * es + 63) & ~uint64_t{63};
     for (uint32_t k = u.parts_begin; k < u.parts_end; ++k) {
       const Part& part = parts_[k];
-      const std::vector<Owner>& owners = si.owners[part.box];
-      auto mine = std::find_if(owners.begin(), owners.end(), [&](const Owner& o) { return o.rank == u.owner; });
-      if (mine != owners.end()) {
-        su.local_parts.push_back({mine->shard, part.part});
+      if (part.local) {
+        su.local_parts.push_back({part.from.shard, part.part});
         continue;
       }
-      const Owner c = least_loaded(owners);
+      const Owner c = part.from;
       const uint64_t bytes = part.part.elements() * es;
-      load_[c.rank] += bytes;
-      const TrainerShard& sh = ix_.trainers[c.rank].shards[c.shard];
+      const TrainerShard& sh = ix_.trainers[c.rank]->shards[c.shard];
       const Box& b = sh.box;
       WriteOp w = strided(part.part.rows(), part.part.cols() * es,
                           sh.offset + ((part.part.r0 - b.r0) * b.cols() + (part.part.c0 - b.c0)) * es, b.cols() * es,
@@ -381,14 +419,16 @@ class Planner {
   std::vector<Part> parts_;
   std::vector<uint64_t> load_;
   std::vector<uint64_t> tload_, iload_;
-  std::vector<std::map<Target, uint32_t>> target_ids_;
+  std::vector<std::unordered_map<uint64_t, uint32_t>> target_ids_;
+  std::vector<uint32_t> flat_targets_;
+  uint64_t regions_ = 1, slots_ = 0;
 };
 
 }  // namespace
 
-Result<Schedule> plan_schedule(std::vector<TrainerMetadata> trainers, std::vector<InferenceMetadata> inference,
+Result<Schedule> plan_schedule(const std::vector<TrainerMetadata>& trainers, const std::vector<InferenceMetadata>& inference,
                                const PlanOptions& options) {
-  Result<planner::Index> ix = planner::build_index(std::move(trainers), std::move(inference), options);
+  Result<planner::Index> ix = planner::build_index(trainers, inference, options);
   if (!ix.ok()) return ix.status();
   return Planner(*ix, options).run();
 }

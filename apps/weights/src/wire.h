@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <bit>
 #include <cstring>
 #include <span>
 #include <string>
@@ -31,7 +32,10 @@ class Writer {
 
  private:
   void put(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    static_assert(std::endian::native == std::endian::little, "the wire format is little endian");
+    const size_t at = out_.size();
+    out_.resize(at + n);
+    std::memcpy(out_.data() + at, &v, n);
   }
   std::vector<uint8_t> out_;
 };

@@ -149,7 +149,7 @@ struct Schedule {
 // overlap or leave a hole, pieces outside their source or not tiling their tensor, fp8 pieces
 // off the 128 grid, regions too small or not writable, differing domain counts) and computes the
 // schedule. `trainers` and `inference` must hold every rank once (any order).
-Result<Schedule> plan_schedule(std::vector<TrainerMetadata> trainers, std::vector<InferenceMetadata> inference,
+Result<Schedule> plan_schedule(const std::vector<TrainerMetadata>& trainers, const std::vector<InferenceMetadata>& inference,
                                const PlanOptions& options = {});
 
 // FNV-1a 64 of the schedule's canonical encoding (codec.h): equal schedules, equal fingerprints.
