@@ -68,11 +68,23 @@ struct Cluster {
 
   // One step: every inference rank waits for `v`, every trainer sends it (trainer `partial` only
   // writes part of it and dies). Returns the replies, trainers first.
-  std::vector<std::string> step(uint64_t v, uint64_t wait_ms, int partial = -1) {
+  // With `partial_first`, the dying trainer is gone before the others start.
+  std::vector<std::string> step(uint64_t v, uint64_t wait_ms, int partial = -1, bool partial_first = false) {
+    std::string first;
+    if (partial >= 0 && partial_first) {
+      trainers[partial]->send("partial " + std::to_string(v));
+      first = trainers[partial]->recv(kReply);
+      trainers[partial]->wait_exit(std::chrono::seconds(10));
+    }
     for (auto& i : inference) i->send("wait " + std::to_string(v) + " " + std::to_string(wait_ms));
-    for (uint32_t r = 0; r < trainers.size(); ++r) trainers[r]->send((static_cast<int>(r) == partial ? "partial " : "send ") + std::to_string(v));
+    for (uint32_t r = 0; r < trainers.size(); ++r) {
+      if (static_cast<int>(r) == partial && partial_first) continue;
+      trainers[r]->send((static_cast<int>(r) == partial ? "partial " : "send ") + std::to_string(v));
+    }
     std::vector<std::string> replies;
-    for (auto& t : trainers) replies.push_back(t->recv(kReply));
+    for (uint32_t r = 0; r < trainers.size(); ++r) {
+      replies.push_back(static_cast<int>(r) == partial && partial_first ? first : trainers[r]->recv(kReply));
+    }
     for (auto& i : inference) replies.push_back(i->recv(kReply));
     return replies;
   }
@@ -110,27 +122,46 @@ INSTANTIATE_TEST_SUITE_P(Providers, WeightsTransfer,
                                            Config{"shm_1dom_bf16", "shm", 1, false}, Config{"shm_4dom_fp8", "shm", 4, true}),
                          [](const auto& info) { return info.param.name; });
 
-TEST(WeightsFailure, TrainerKilledMidStepFailsTheStepEverywhere) {
+class WeightsFailure : public ::testing::TestWithParam<Config> {};
+
+// Mid-step: the victim writes part of its share and dies while the others run (kill_first:
+// before they start, so their writes to it fail at once).
+void kill_test(const Config& config, bool kill_first) {
   constexpr uint64_t kTimeoutMs = 3000;
-  Cluster cl(Config{"tcp", "tcp", 2, true}, kTimeoutMs);
+  Cluster cl(config, kTimeoutMs);
   ASSERT_TRUE(cl.schedule.ok()) << cl.schedule.status().to_string();
   std::vector<std::string> ok = cl.step(1, 20000);
   for (const std::string& r : ok) ASSERT_TRUE(r == "ok" || starts_with(r, "ok ")) << r;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<std::string> replies = cl.step(2, kTimeoutMs, /*partial=*/2);
+  const std::vector<std::string> replies = cl.step(2, kTimeoutMs, /*partial=*/2, kill_first);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(replies[2], "dying");
-  const int status = cl.trainers[2]->wait_exit(std::chrono::seconds(10));
-  ASSERT_NE(status, -1);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  if (!kill_first) {
+    const int status = cl.trainers[2]->wait_exit(std::chrono::seconds(10));
+    ASSERT_NE(status, -1);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  }
   for (size_t r = 0; r < replies.size(); ++r) {
     std::printf("  after the kill, rank reply %zu: %.160s\n", r, replies[r].c_str());
+    if (replies[r] == "<no reply>") {  // say how it died
+      WeightsAgent& a = r < kTrainers ? *cl.trainers[r] : *cl.inference[r - kTrainers];
+      const int st = a.wait_exit(std::chrono::seconds(5));
+      ADD_FAILURE() << "rank reply " << r << ": the process ended, wait status " << st << " (signal "
+                    << (st != -1 && WIFSIGNALED(st) ? WTERMSIG(st) : 0) << ")";
+    }
     if (r == 2) continue;
     EXPECT_TRUE(starts_with(replies[r], "error ")) << "rank reply " << r << " reported " << replies[r];
   }
   // Every side ended by its deadline (plus the slack of process scheduling on a busy machine).
   EXPECT_LT(elapsed, kTimeoutMs / 1000.0 + 5.0);
 }
+
+TEST_P(WeightsFailure, TrainerKilledMidStepFailsTheStepEverywhere) { kill_test(GetParam(), false); }
+TEST_P(WeightsFailure, TrainerKilledBeforeOthersStartFailsTheStepEverywhere) { kill_test(GetParam(), true); }
+
+INSTANTIATE_TEST_SUITE_P(Providers, WeightsFailure,
+                         ::testing::Values(Config{"tcp_2dom_fp8", "tcp", 2, true}, Config{"shm_1dom_fp8", "shm", 1, true}),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(WeightsErrors, MetadataMismatchReachesEveryRankNamingTheParameter) {
   {

@@ -191,11 +191,13 @@ std::string WeightsAgent::recv(std::chrono::milliseconds timeout) {
 }
 
 int WeightsAgent::wait_exit(std::chrono::milliseconds timeout) {
+  if (reaped_) return status_;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       reaped_ = true;
+      status_ = status;
       return status;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a child's exit (no event to wait on)

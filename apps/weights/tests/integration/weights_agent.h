@@ -49,6 +49,7 @@ class WeightsAgent {
  private:
   pid_t pid_ = -1;
   bool reaped_ = false;
+  int status_ = -1;
   tools::ControlChannel channel_;
 };
 
