@@ -5,6 +5,7 @@
 //   usage: weights_fp8_device_check OUT_DIR
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -130,6 +131,51 @@ bool run_case(const Case& c, const std::string& out_dir, std::ofstream& manifest
   return bad_q == 0 && bad_s == 0 && wrote;
 }
 
+// The per-stage rates fabric-weights-bench projects with: pinned H2D and the kernel's throughput
+// in GB/s of bf16 input, on a DeepSeek-V3 dense MLP weight (18432 x 7168 bf16, 264 MB).
+bool measure_rates() {
+  const size_t rows = 18432, cols = 7168, bytes = rows * cols * 2;
+  void *host, *d_src, *d_q, *d_s;
+  CUDA_OK(cudaMallocHost(&host, bytes));
+  std::memset(host, 0x3c, bytes);  // finite bf16 values
+  CUDA_OK(cudaMalloc(&d_src, bytes));
+  CUDA_OK(cudaMalloc(&d_q, rows * cols));
+  CUDA_OK(cudaMalloc(&d_s, (rows / 128) * (cols / 128) * 4));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  cudaEvent_t a, b;
+  CUDA_OK(cudaEventCreate(&a));
+  CUDA_OK(cudaEventCreate(&b));
+  float h2d_ms = 1e30f, q_ms = 1e30f;
+  for (int rep = 0; rep < 5; ++rep) {  // best of 5 (the first warms up)
+    float ms;
+    CUDA_OK(cudaEventRecord(a, stream));
+    CUDA_OK(cudaMemcpyAsync(d_src, host, bytes, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaEventRecord(b, stream));
+    CUDA_OK(cudaEventSynchronize(b));
+    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+    h2d_ms = std::min(h2d_ms, ms);
+    CUDA_OK(cudaEventRecord(a, stream));
+    if (!w::quantize_fp8_blocks_cuda(w::DType::kBf16, d_src, cols, rows, cols, static_cast<uint8_t*>(d_q), cols,
+                                     static_cast<float*>(d_s), cols / 128, stream).ok()) {
+      return false;
+    }
+    CUDA_OK(cudaEventRecord(b, stream));
+    CUDA_OK(cudaEventSynchronize(b));
+    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+    q_ms = std::min(q_ms, ms);
+  }
+  std::printf("rates (best of 5, %zu MB bf16): pinned H2D %.1f GB/s, fp8 quantization %.1f GB/s of bf16 input\n",
+              bytes >> 20, bytes / (h2d_ms * 1e6), bytes / (q_ms * 1e6));
+  std::printf("  -> fabric-weights-bench --h2d-gbs %.1f --quant-gbs %.1f\n", bytes / (h2d_ms * 1e6), bytes / (q_ms * 1e6));
+  cudaFreeHost(host);
+  cudaFree(d_src);
+  cudaFree(d_q);
+  cudaFree(d_s);
+  cudaStreamDestroy(stream);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -155,6 +201,7 @@ int main(int argc, char** argv) {
   };
   size_t passed = 0, failed = 0;
   for (const Case& c : cases) (run_case(c, out, manifest) ? passed : failed)++;
+  if (failed == 0 && !measure_rates()) ++failed;
   std::printf("%zu passed, %zu failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
