@@ -101,3 +101,36 @@ def test_metadata_error_names_the_parameter_everywhere():
 
     run_all(controller, trainer, inference)
     assert sorted(seen) == ["controller", "inference", "trainer"]
+
+
+def test_torch_tensors_vocab_parallel_embedding_and_cast_norm():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    shapes = {"embed.weight": (1000, 64), "norm.weight": (64,)}
+    full = {"embed.weight": torch.randn(1000, 64).to(torch.bfloat16), "norm.weight": torch.randn(64)}  # norm: f32
+    ctl = weights.Controller(trainers=2, inference=2, provider="tcp", interfaces=["lo"])
+    out = {}
+
+    def trainer(rank):
+        t = weights.TrainerEndpoint(rank, 2, ctl.address, interfaces=["lo"])
+        for n, s in shapes.items():
+            r0, r1, _, _ = weights.trainer_box(n, s, fsdp_size=2, fsdp_rank=rank)
+            t.add_shard(n, full[n][r0:r1].clone(), s, fsdp=(2, rank))
+        t.connect()
+        t.send(3)
+
+    def inference(rank):
+        i = weights.InferenceEndpoint(rank, 2, ctl.address, interfaces=["lo"])
+        emb = torch.zeros(500, 64, dtype=torch.bfloat16)
+        norm = torch.zeros(64, dtype=torch.bfloat16)  # bf16 destination of an f32 source: cast on the trainer
+        i.add_tensor("embed.weight", emb, weights.stacked("embed.weight", [("embed.weight", shapes["embed.weight"])], "rows", 2, rank))
+        i.add_tensor("norm.weight", norm, weights.stacked("norm.weight", [("norm.weight", shapes["norm.weight"])]))
+        i.connect()
+        i.wait_for_version(3, timeout_s=30)
+        out[rank] = (emb, norm)
+
+    run_all(ctl.run, *[lambda r=r: trainer(r) for r in range(2)], *[lambda r=r: inference(r) for r in range(2)])
+    for r in range(2):
+        emb, norm = out[r]
+        assert torch.equal(emb, full["embed.weight"][500 * r:500 * (r + 1)])
+        assert torch.equal(norm, full["norm.weight"].to(torch.bfloat16))
