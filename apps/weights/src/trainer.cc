@@ -3,6 +3,8 @@
 // against this rank's own shards and buffers before the first step).
 #include "trainer_state.h"
 
+#include "fabric_lib/weights/fp8_cuda.h"
+
 namespace fabric_lib::weights {
 
 void TrainerEndpoint::State::on_message(std::vector<uint8_t> m) {
@@ -55,8 +57,8 @@ Result<uint32_t> TrainerEndpoint::add_region(void* ptr, size_t length, MemoryKin
   State& s = *state_;
   if (s.connected) return Status(ErrorCode::kFailedPrecondition, "trainer endpoint: add_region after connect()");
   if (kind == MemoryKind::kAuto) return invalid_argument("trainer endpoint: name the memory kind (host or cuda)");
-  if (kind == MemoryKind::kCuda) {
-    return unsupported("trainer endpoint: this build prepares on the CPU; GPU shards need the CUDA preparer");
+  if (kind == MemoryKind::kCuda && !fabric_lib_weights_cuda_available()) {
+    return unsupported("trainer endpoint: GPU shards need a CUDA build of fabric_lib_weights");
   }
   Result<MrRegistration> reg = s.engine->register_memory(ptr, length, Access::kLocalOnly, kind);
   if (!reg.ok()) return reg.status();
@@ -153,11 +155,23 @@ Status TrainerEndpoint::connect() {
   Result<MrRegistration> st = s.engine->register_memory(s.staging.data(), s.staging.size(), Access::kRemoteWrite);
   if (!st.ok()) return st.status();
   s.staging_reg = *st;
-  s.arena_memory.assign(s.options.watermark_bytes, 0);
-  Result<MrRegistration> ar = s.engine->register_memory(s.arena_memory.data(), s.arena_memory.size(), Access::kLocalOnly);
+  bool gpu = s.options.prepare_on_gpu;
+  for (const State::Region& r : s.regions) gpu |= r.kind == MemoryKind::kCuda;
+  if (gpu) {
+    Result<std::unique_ptr<detail::Preparer>> p = detail::make_cuda_preparer();
+    if (!p.ok()) return p.status();
+    s.preparer = std::move(*p);
+  } else {
+    s.preparer = detail::make_cpu_preparer();
+  }
+  Result<uint8_t*> mem = s.preparer->arena(s.options.watermark_bytes);
+  if (!mem.ok()) return mem.status();
+  s.arena_memory = *mem;
+  Result<MrRegistration> ar = s.engine->register_memory(s.arena_memory, s.options.watermark_bytes, Access::kLocalOnly,
+                                                        s.preparer->arena_kind());
   if (!ar.ok()) return ar.status();
   s.arena_reg = *ar;
-  s.arena = std::make_unique<detail::Arena>(s.arena_memory.size());
+  s.arena = std::make_unique<detail::Arena>(s.options.watermark_bytes);
   FABRIC_LIB_RETURN_IF_ERROR(s.mailbox->send(s.options.controller, encode(TrainerReady{s.options.rank, s.staging_reg.desc}), deadline));
   std::unique_lock<std::mutex> lock(s.mu);
   if (!s.cv.wait_until(lock, deadline, [&] { return s.peers.has_value() || s.plan_error.has_value(); })) {

@@ -9,6 +9,7 @@
 #include "arena.h"
 #include "fabric_lib/weights/trainer.h"
 #include "mailbox.h"
+#include "preparer.h"
 
 namespace fabric_lib::weights {
 
@@ -38,7 +39,8 @@ struct TrainerEndpoint::State {
   std::vector<MrDesc> barrier_peers;
   std::vector<uint8_t> staging;
   MrRegistration staging_reg;
-  std::vector<uint8_t> arena_memory;
+  std::unique_ptr<detail::Preparer> preparer;
+  uint8_t* arena_memory = nullptr;  // owned by the preparer (host or GPU memory)
   MrRegistration arena_reg;
   std::unique_ptr<detail::Arena> arena;
   StepStats last;

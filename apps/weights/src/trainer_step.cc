@@ -73,7 +73,9 @@ class Step {
         const size_t es = element_size(sh.dtype);
         const uint8_t* src = s_.regions[sh.region].ptr + sh.offset + ((l.box.r0 - sh.box.r0) * sh.box.cols() + (l.box.c0 - sh.box.c0)) * es;
         uint8_t* dst = s_.staging.data() + u.staging_offset + ((l.box.r0 - u.box.r0) * u.box.cols() + (l.box.c0 - u.box.c0)) * es;
-        copy_box(src, sh.box.cols(), dst, u.box.cols(), l.box.rows(), l.box.cols(), es);
+        Status st = s_.preparer->copy_to_host(src, sh.box.cols(), s_.regions[sh.region].kind, dst, u.box.cols(), l.box.rows(),
+                                              l.box.cols(), es);
+        if (!st.ok()) fail(st);
       }
     }
     bool gathered = !gathering, called_back = !gathering;
@@ -140,15 +142,15 @@ class Step {
       }
       const Clock::time_point tp = Clock::now();
       Status st;
-      uint8_t* out = s_.arena_memory.data() + base;
+      uint8_t* out = s_.arena_memory + base;
       if (t.source == PrepareTask::Source::kShard) {
         const TrainerShard& sh = s_.metadata.shards[t.index];
         const uint8_t* in = s_.regions[sh.region].ptr + sh.offset +
                             ((t.box.r0 - sh.box.r0) * sh.box.cols() + (t.box.c0 - sh.box.c0)) * element_size(sh.dtype);
-        st = prepare_on_cpu(t, sh.dtype, in, sh.box.cols(), out);
+        st = s_.preparer->prepare(t, sh.dtype, in, sh.box.cols(), s_.regions[sh.region].kind, out);
       } else {
         const StagedUnit& u = plan_.staged[t.index];
-        st = prepare_on_cpu(t, u.source_dtype, s_.staging.data() + u.staging_offset, u.box.cols(), out);
+        st = s_.preparer->prepare(t, u.source_dtype, s_.staging.data() + u.staging_offset, u.box.cols(), MemoryKind::kHost, out);
       }
       stats_.prepare_s += seconds_since(tp);
       if (!st.ok()) {

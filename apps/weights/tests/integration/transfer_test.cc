@@ -7,6 +7,10 @@
 #include <sys/wait.h>
 
 #include <future>
+
+#if FABRIC_LIB_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 #include <memory>
 
 #include "fabric_lib/weights/weights.h"
@@ -119,8 +123,35 @@ TEST_P(WeightsTransfer, TenStepsEveryByteEqualsTheReferenceLoad) {
 
 INSTANTIATE_TEST_SUITE_P(Providers, WeightsTransfer,
                          ::testing::Values(Config{"tcp_1dom_fp8", "tcp", 1, true}, Config{"tcp_4dom_bf16", "tcp", 4, false},
-                                           Config{"shm_1dom_bf16", "shm", 1, false}, Config{"shm_4dom_fp8", "shm", 4, true}),
+                                           Config{"shm_1dom_bf16", "shm", 1, false}, Config{"shm_4dom_fp8", "shm", 4, true},
+                                           Config{"nvlink_2dom_fp8_host", "nvlink", 2, true}),
                          [](const auto& info) { return info.param.name; });
+
+#if FABRIC_LIB_HAVE_CUDA
+// GPU machine (tests/device/device-weights.sh): shards and destinations in GPU memory, prepare on
+// the GPU (H2D-free: shards already on the device; cast and fp8 kernels), over the same-host
+// nvlink/IPC backend.
+class WeightsTransferGpu : public ::testing::TestWithParam<Config> {};
+
+TEST_P(WeightsTransferGpu, TenStepsEveryByteEqualsTheReferenceLoad) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device";
+  const Config& c = GetParam();
+  Cluster cl(c, 20000, "gpu", "gpu");
+  ASSERT_TRUE(cl.schedule.ok()) << cl.schedule.status().to_string();
+  for (const std::string& h : cl.trainer_hello) ASSERT_TRUE(starts_with(h, "connected ")) << h;
+  for (const std::string& h : cl.inference_hello) ASSERT_TRUE(starts_with(h, "connected ")) << h;
+  for (uint64_t v = 1; v <= 10; ++v) {
+    const std::vector<std::string> replies = cl.step(v, 20000);
+    for (uint32_t r = 0; r < kTrainers; ++r) ASSERT_TRUE(starts_with(replies[r], "ok ")) << "step " << v << " trainer " << r << ": " << replies[r];
+    for (uint32_t r = 0; r < kInference; ++r) ASSERT_EQ(replies[kTrainers + r], "ok") << "step " << v << " inference " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, WeightsTransferGpu,
+                         ::testing::Values(Config{"nvlink_1dom_fp8", "nvlink", 1, true}, Config{"nvlink_2dom_bf16", "nvlink", 2, false}),
+                         [](const auto& info) { return info.param.name; });
+#endif
 
 class WeightsFailure : public ::testing::TestWithParam<Config> {};
 

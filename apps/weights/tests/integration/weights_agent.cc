@@ -11,8 +11,49 @@
 #include "fabric_lib/weights/weights.h"
 #include "support/test_model.h"
 
+#if FABRIC_LIB_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 namespace fabric_lib::weights::testing {
 namespace {
+
+// Variant "gpu": shards and destinations live in GPU memory (CUDA builds), mirrored from / into
+// the host buffers the checks use.
+struct DeviceMirror {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  bool alloc(size_t n) {
+#if FABRIC_LIB_HAVE_CUDA
+    bytes = n;
+    return cudaMalloc(&ptr, n) == cudaSuccess;
+#else
+    (void)n;
+    return false;
+#endif
+  }
+  bool upload(const std::vector<uint8_t>& h) {
+#if FABRIC_LIB_HAVE_CUDA
+    return cudaMemcpy(ptr, h.data(), h.size(), cudaMemcpyHostToDevice) == cudaSuccess;
+#else
+    (void)h;
+    return false;
+#endif
+  }
+  bool download(std::vector<uint8_t>& h) {
+#if FABRIC_LIB_HAVE_CUDA
+    return cudaMemcpy(h.data(), ptr, h.size(), cudaMemcpyDeviceToHost) == cudaSuccess;
+#else
+    (void)h;
+    return false;
+#endif
+  }
+  ~DeviceMirror() {
+#if FABRIC_LIB_HAVE_CUDA
+    if (ptr) cudaFree(ptr);
+#endif
+  }
+};
 
 std::string err(const Status& st) { return "error " + std::string(error_code_name(st.code())) + " " + st.message(); }
 
@@ -71,7 +112,10 @@ int trainer_main(const AgentSpec& s, tools::ControlChannel& ch) {
   o.watermark_bytes = 1 << 20;  // small: the watermark is exercised
   Result<std::unique_ptr<TrainerEndpoint>> ep = TrainerEndpoint::create(**engine, o);
   if (!ep.ok()) return ch.send("connect-error " + err(ep.status())), 1;
-  Result<uint32_t> region = (*ep)->add_region(arena.data(), arena.size());
+  const bool gpu = s.variant == "gpu";
+  DeviceMirror d_arena;
+  if (gpu && !d_arena.alloc(arena.size())) return ch.send("connect-error cudaMalloc"), 1;
+  Result<uint32_t> region = gpu ? (*ep)->add_region(d_arena.ptr, arena.size(), MemoryKind::kCuda) : (*ep)->add_region(arena.data(), arena.size());
   if (!region.ok()) return ch.send("connect-error " + err(region.status())), 1;
   for (const TrainerShard& sh : layout.shards) (void)(*ep)->add_shard(sh);
   Status st = (*ep)->connect();
@@ -83,6 +127,10 @@ int trainer_main(const AgentSpec& s, tools::ControlChannel& ch) {
     if (w.size() == 2 && (w[0] == "send" || w[0] == "partial")) {
       const uint64_t v = std::stoull(w[1]);
       fill_trainer_arena(layout, v, arena.data());
+      if (gpu && !d_arena.upload(arena)) {
+        ch.send("error upload");
+        continue;
+      }
       if (w[0] == "partial") {
         Status p = partial_writes(**engine, **ep, arena, v);
         ch.send(p.ok() ? "dying" : err(p));
@@ -112,8 +160,13 @@ int inference_main(const AgentSpec& s, tools::ControlChannel& ch) {
   o.controller = *DomainAddress::from_hex(s.controller_hex);
   Result<std::unique_ptr<InferenceEndpoint>> ep = InferenceEndpoint::create(**engine, o);
   if (!ep.ok()) return ch.send("connect-error " + err(ep.status())), 1;
-  Result<uint32_t> r0 = (*ep)->add_region(data.data(), data.size());
-  Result<uint32_t> r1 = (*ep)->add_region(scales.data(), scales.size());
+  const bool gpu = s.variant == "gpu";
+  DeviceMirror d_data, d_scales;
+  if (gpu && !(d_data.alloc(data.size()) && d_scales.alloc(scales.size()) && d_data.upload(data) && d_scales.upload(scales))) {
+    return ch.send("connect-error cudaMalloc"), 1;
+  }
+  Result<uint32_t> r0 = gpu ? (*ep)->add_region(d_data.ptr, data.size(), MemoryKind::kCuda) : (*ep)->add_region(data.data(), data.size());
+  Result<uint32_t> r1 = gpu ? (*ep)->add_region(d_scales.ptr, scales.size(), MemoryKind::kCuda) : (*ep)->add_region(scales.data(), scales.size());
   if (!r0.ok() || !r1.ok()) return ch.send("connect-error region"), 1;
   for (const InferenceTensor& t : layout.tensors) (void)(*ep)->add_tensor(t);
   Status st = (*ep)->connect();
@@ -128,6 +181,10 @@ int inference_main(const AgentSpec& s, tools::ControlChannel& ch) {
       Status r = (*ep)->wait_for_version(v, std::chrono::milliseconds(std::stoull(w[2])));
       if (!r.ok()) {
         ch.send(err(r));
+        continue;
+      }
+      if (gpu && !(d_data.download(data) && d_scales.download(scales))) {
+        ch.send("error download");
         continue;
       }
       reference_load(layout, v, want_d.data(), want_s.data(), 0xee);

@@ -16,8 +16,8 @@
 //   Ok when this trainer's writes completed and every other trainer reached its barrier too, so a
 //   step that failed anywhere fails everywhere (within step_timeout).
 //
-// This build prepares on the CPU (host-memory shards). Thread safety: one thread drives an
-// endpoint (add_*, connect, send).
+// Prepare runs on the CPU for host-memory shards, or on the GPU (CUDA builds; GPU shards, or
+// TrainerOptions::prepare_on_gpu). Thread safety: one thread drives an endpoint (add_*, connect, send).
 #pragma once
 
 #include <chrono>
@@ -41,6 +41,10 @@ struct TrainerOptions {
   std::chrono::milliseconds step_timeout{30000};
   std::chrono::milliseconds setup_timeout{60000};
   size_t frame_bytes = 60 * 1024;           // <= the engine's max_message_bytes
+  // Prepare on the GPU (CUDA builds only): the arena is GPU memory, host (offloaded) sources are
+  // copied H2D first, casts and fp8 quantization run as kernels. Implied when a shard region is
+  // GPU memory. Default: on the CPU.
+  bool prepare_on_gpu = false;
 };
 
 // Where one send() spent its time (seconds) and what it moved.
@@ -57,8 +61,9 @@ class TrainerEndpoint {
   TrainerEndpoint(const TrainerEndpoint&) = delete;
   TrainerEndpoint& operator=(const TrainerEndpoint&) = delete;
 
-  // Registers [ptr, ptr + length) holding shards; returns its region index for
-  // TrainerShard::region. Before connect(). The memory must stay valid while the endpoint lives.
+  // Registers [ptr, ptr + length) holding shards (host memory, or GPU memory in CUDA builds);
+  // returns its region index for TrainerShard::region. Before connect(). The memory must stay
+  // valid while the endpoint lives.
   Result<uint32_t> add_region(void* ptr, size_t length, MemoryKind kind = MemoryKind::kHost);
   // Declares one shard (layout.h's trainer_box says where FSDP/TP put it). Before connect().
   Status add_shard(TrainerShard shard);
