@@ -1,7 +1,7 @@
 // pybind11 module fabric_lib.weights._fabric_lib_weights: the weights app for Python. Each
 // endpoint object owns its own TransferEngine (built from provider/domains/interfaces), so the
-// module needs nothing from the main extension. Memory is passed as (address, nbytes) of host
-// memory that the caller keeps alive (the package's wrappers take numpy arrays and torch tensors).
+// module needs nothing from the main extension. Memory is passed as (address, nbytes, kind) of
+// host or CUDA memory that the caller keeps alive (the package's wrappers take numpy arrays and torch tensors).
 // Every call that can block releases the GIL. Errors: InvalidArgument/Malformed -> ValueError,
 // DeadlineExceeded -> TimeoutError, PeerUnreachable/DomainDown -> ConnectionError, others ->
 // RuntimeError; the message starts with the error code's name.
@@ -59,6 +59,11 @@ w::TpSplit split_of(const std::string& s) {
   if (s == "rows") return w::TpSplit::kRows;
   if (s == "cols") return w::TpSplit::kCols;
   throw py::value_error("unknown split '" + s + "' (replicated, rows, cols)");
+}
+fabric_lib::MemoryKind memory_kind_of(const std::string& s) {
+  if (s == "host") return fabric_lib::MemoryKind::kHost;
+  if (s == "cuda") return fabric_lib::MemoryKind::kCuda;
+  throw py::value_error("unknown memory kind '" + s + "' (host, cuda)");
 }
 using BoxTuple = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>;
 w::Box box_of(const BoxTuple& b) { return {std::get<0>(b), std::get<1>(b), std::get<2>(b), std::get<3>(b)}; }
@@ -196,7 +201,8 @@ PYBIND11_MODULE(_fabric_lib_weights, m) {
 
   py::class_<PyTrainer>(m, "Trainer")
       .def(py::init([](uint32_t rank, uint32_t world, const std::string& controller, const std::string& provider, size_t domains,
-                       const std::vector<std::string>& interfaces, uint64_t watermark_bytes, double step_timeout_s) {
+                       const std::vector<std::string>& interfaces, uint64_t watermark_bytes, double step_timeout_s,
+                       bool prepare_on_gpu) {
              auto t = std::make_unique<PyTrainer>();
              t->engine = make_engine(provider, domains, interfaces);
              w::TrainerOptions o;
@@ -205,18 +211,22 @@ PYBIND11_MODULE(_fabric_lib_weights, m) {
              o.controller = value(fabric_lib::DomainAddress::from_hex(controller));
              o.watermark_bytes = watermark_bytes;
              o.step_timeout = std::chrono::milliseconds(static_cast<int64_t>(step_timeout_s * 1000));
+             o.prepare_on_gpu = prepare_on_gpu;
              t->ep = value(w::TrainerEndpoint::create(*t->engine, o));
              return t;
            }),
            py::arg("rank"), py::arg("world"), py::arg("controller"), py::arg("provider") = "tcp", py::arg("domains") = 1,
            py::arg("interfaces") = std::vector<std::string>{}, py::arg("watermark_bytes") = uint64_t{64} << 20,
-           py::arg("step_timeout_s") = 30.0)
-      .def("register", [](PyTrainer& t, uintptr_t ptr, size_t nbytes) {
-             py::gil_scoped_release nogil;
-             auto r = t.ep->add_region(reinterpret_cast<void*>(ptr), nbytes);
-             py::gil_scoped_acquire gil;
+           py::arg("step_timeout_s") = 30.0, py::arg("prepare_on_gpu") = false)
+      .def("register", [](PyTrainer& t, uintptr_t ptr, size_t nbytes, const std::string& kind) {
+             const fabric_lib::MemoryKind k = memory_kind_of(kind);
+             fabric_lib::Result<uint32_t> r = [&] {
+               py::gil_scoped_release nogil;
+               return t.ep->add_region(reinterpret_cast<void*>(ptr), nbytes, k);
+             }();
              return value(std::move(r));
-           }, py::arg("address"), py::arg("nbytes"), "Registers host memory holding shards; returns its region index.")
+           }, py::arg("address"), py::arg("nbytes"), py::arg("kind") = "host",
+           "Registers memory holding shards (kind 'host' or 'cuda'); returns its region index.")
       .def("add_shard", [](PyTrainer& t, const std::string& name, const std::vector<uint64_t>& shape, const std::string& dtype,
                            const BoxTuple& box, uint32_t region, uint64_t offset) {
              check(t.ep->add_shard(w::TrainerShard{name, shape, dtype_of(dtype), box_of(box), region, offset}));
@@ -254,12 +264,15 @@ PYBIND11_MODULE(_fabric_lib_weights, m) {
            }),
            py::arg("rank"), py::arg("world"), py::arg("controller"), py::arg("provider") = "tcp", py::arg("domains") = 1,
            py::arg("interfaces") = std::vector<std::string>{})
-      .def("register", [](PyInference& i, uintptr_t ptr, size_t nbytes) {
-             py::gil_scoped_release nogil;
-             auto r = i.ep->add_region(reinterpret_cast<void*>(ptr), nbytes);
-             py::gil_scoped_acquire gil;
+      .def("register", [](PyInference& i, uintptr_t ptr, size_t nbytes, const std::string& kind) {
+             const fabric_lib::MemoryKind k = memory_kind_of(kind);
+             fabric_lib::Result<uint32_t> r = [&] {
+               py::gil_scoped_release nogil;
+               return i.ep->add_region(reinterpret_cast<void*>(ptr), nbytes, k);
+             }();
              return value(std::move(r));
-           }, py::arg("address"), py::arg("nbytes"), "Registers host memory for remote writes; returns its region index.")
+           }, py::arg("address"), py::arg("nbytes"), py::arg("kind") = "host",
+           "Registers memory for remote writes (kind 'host' or 'cuda'); returns its region index.")
       .def("add_tensor", [](PyInference& i, const std::string& name, uint64_t rows, uint64_t cols, const std::string& dtype,
                             const std::vector<std::tuple<std::string, BoxTuple, uint64_t, uint64_t>>& pieces, uint32_t region,
                             uint64_t offset, uint32_t scale_region, uint64_t scale_offset) {
