@@ -115,8 +115,13 @@ Status index_trainers(Index& ix, const PlanOptions& o) {
   std::unordered_map<std::string_view, uint32_t> ids;
   std::vector<std::vector<Entry>> entries_of;
   std::vector<uint32_t> last_rank;  // duplicate detection: the rank that last listed the name
+  // Ranks of one FSDP group list the same names in the same order: try the previous rank's id
+  // for the same position before hashing (1M+ shards at scale).
+  const TrainerMetadata* prev = nullptr;
+  std::vector<uint32_t> prev_ids, cur_ids;
   for (const TrainerMetadata* tp : ix.trainers) {
     const TrainerMetadata& t = *tp;
+    cur_ids.assign(t.shards.size(), UINT32_MAX);
     for (uint32_t s = 0; s < t.shards.size(); ++s) {
       const TrainerShard& sh = t.shards[s];
       auto where = [&] { return "trainer rank " + std::to_string(t.rank) + " parameter '" + sh.name + "'"; };
@@ -130,16 +135,25 @@ Status index_trainers(Index& ix, const PlanOptions& o) {
       if (sh.dtype != DType::kBf16 && sh.dtype != DType::kF32) return bad(where() + ": source dtype must be bf16 or f32, not " + dtype_name(sh.dtype));
       const View2d v = view_2d(sh.global_shape);
       if (!sh.box.empty() && !Box{0, v.rows, 0, v.cols}.contains(sh.box)) return bad(where() + ": shard " + to_string(sh.box) + " outside its shape " + shape_str(sh.global_shape));
-      auto [it, inserted] = ids.try_emplace(sh.name, static_cast<uint32_t>(entries_of.size()));
-      if (inserted) {
-        entries_of.emplace_back();
-        last_rank.push_back(UINT32_MAX);
+      uint32_t id;
+      if (prev && s < prev_ids.size() && prev->shards[s].name == sh.name) {
+        id = prev_ids[s];
+      } else {
+        auto [it, inserted] = ids.try_emplace(sh.name, static_cast<uint32_t>(entries_of.size()));
+        if (inserted) {
+          entries_of.emplace_back();
+          last_rank.push_back(UINT32_MAX);
+        }
+        id = it->second;
       }
-      if (last_rank[it->second] == t.rank) return bad(where() + " is listed twice");
-      last_rank[it->second] = t.rank;
+      cur_ids[s] = id;
+      if (last_rank[id] == t.rank) return bad(where() + " is listed twice");
+      last_rank[id] = t.rank;
       if (sh.box.empty()) continue;  // a trailing FSDP rank without rows
-      entries_of[it->second].push_back({t.rank, s});
+      entries_of[id].push_back({t.rank, s});
     }
+    prev = &t;
+    std::swap(prev_ids, cur_ids);
   }
   std::vector<std::pair<std::string_view, uint32_t>> names(ids.begin(), ids.end());
   std::sort(names.begin(), names.end());
@@ -252,7 +266,7 @@ Status index_inference(Index& ix) {
         si.used = true;
         auto [u, inserted] = unique.try_emplace(PieceKey{it->second, p.src, t.dtype}, ix.pieces.size());
         if (inserted) ix.pieces.push_back(UniquePiece{it->second, p.src, t.dtype, {}});
-        ix.pieces[u->second].destinations.push_back({m.rank, ti, p.dst_row, p.dst_col});
+        ix.pieces[u->second].destinations.push_back({m.rank, ti, p.dst_row, p.dst_col, t.cols, t.offset, t.scale_offset, t.region, t.scale_region});
       }
       if (!stacked_rows(rects, t.rows, t.cols)) {
         Result<Grid> g = tile(rects, t.rows, t.cols);

@@ -39,10 +39,15 @@ struct SourceInfo {
 };
 
 // One place an inference rank wants a piece.
+// The tensor's placement is copied in, so that emitting writes reads the pieces sequentially
+// instead of chasing every rank's metadata (10M+ writes at scale).
 struct Destination {
   uint32_t rank = 0;
   uint32_t tensor = 0;
   uint64_t dst_row = 0, dst_col = 0;
+  uint64_t cols = 0;  // the tensor's
+  uint64_t offset = 0, scale_offset = 0;
+  uint32_t region = 0, scale_region = 0;
 };
 
 // A distinct (source, box, dtype) and every destination that holds it.

@@ -77,8 +77,12 @@ class Planner {
     // Emit group by group (stable: canonical order inside a group), so that every trainer's tasks
     // and contributions come out in execution order.
     std::vector<uint32_t> order(units_.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return src(units_[a]).group < src(units_[b]).group; });
+    {  // a counting sort by group: stable, and linear (1M+ units at scale)
+      std::vector<size_t> start(o_.groups.size() + 1, 0);
+      for (const Unit& u : units_) ++start[src(u).group + 1];
+      for (size_t g = 1; g < start.size(); ++g) start[g] += start[g - 1];
+      for (uint32_t i = 0; i < units_.size(); ++i) order[start[src(units_[i]).group]++] = i;
+    }
     std::vector<size_t> tasks(s.trainers.size(), 0);
     for (const Unit& u : units_) ++tasks[u.owner];
     for (size_t t = 0; t < tasks.size(); ++t) s.trainers[t].tasks.reserve(tasks[t]);
@@ -362,17 +366,16 @@ class Planner {
       }
     }
     for (const Destination& d : p.destinations) {
-      const InferenceTensor& t = ix_.inference[d.rank]->tensors[d.tensor];
       const uint64_t drow = d.dst_row + (u.box.r0 - p.box.r0), dcol = d.dst_col + (u.box.c0 - p.box.c0);
-      emit_inference_write(s, u.owner, d, t.region,
+      emit_inference_write(s, u.owner, d, d.region,
                            strided(u.box.rows(), u.box.cols() * es, src_offset, src_pitch,
-                                   t.offset + (drow * t.cols + dcol) * es, t.cols * es),
+                                   d.offset + (drow * d.cols + dcol) * es, d.cols * es),
                            task.writes);
       if (p.dtype != DType::kFp8E4m3) continue;
-      const uint64_t nbc = blocks(u.box.cols()), tsc = blocks(t.cols);
-      emit_inference_write(s, u.owner, d, t.scale_region,
+      const uint64_t nbc = blocks(u.box.cols()), tsc = blocks(d.cols);
+      emit_inference_write(s, u.owner, d, d.scale_region,
                            strided(blocks(u.box.rows()), nbc * 4, task.scale_offset(), nbc * 4,
-                                   t.scale_offset + ((drow / kFp8Block) * tsc + dcol / kFp8Block) * 4, tsc * 4),
+                                   d.scale_offset + ((drow / kFp8Block) * tsc + dcol / kFp8Block) * 4, tsc * 4),
                            task.scale_writes);
     }
     (void)es_src;
