@@ -1,6 +1,8 @@
 #include "weights_agent.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -249,17 +251,19 @@ std::string WeightsAgent::recv(std::chrono::milliseconds timeout) {
 
 int WeightsAgent::wait_exit(std::chrono::milliseconds timeout) {
   if (reaped_) return status_;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      reaped_ = true;
-      status_ = status;
-      return status;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a child's exit (no event to wait on)
+  // Wait on the child's pidfd (readable once it has exited), then reap it.
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  if (fd >= 0) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = poll(&p, 1, static_cast<int>(timeout.count()));
+    close(fd);
+    if (ready <= 0) return -1;
   }
-  return -1;
+  int status = 0;
+  if (waitpid(pid_, &status, fd >= 0 ? 0 : WNOHANG) != pid_) return -1;
+  reaped_ = true;
+  status_ = status;
+  return status;
 }
 
 WeightsAgent::~WeightsAgent() {
