@@ -13,9 +13,9 @@
 #   python  tests/device/python (a torch kernel bumps alloc_scalar_watcher's word, in and out of a
 #           CUDA graph; Python callback latency by the same GPU-timed round trip) and
 #           tests/python/test_gpu_words.py,
-#   nvlink  (not by default) the nvlink domain on GPU memory: its device tests, the torch test and
-#           fabric-bench --provider nvlink; scripts/device-nvlink.sh says what and where. Run it
-#           alone, FABRIC_LIB_DEVICE_STEPS=nvlink (about 5 minutes; $OUT then holds 6 files).
+#   ipc  (not by default) the ipc domain on GPU memory: its device tests, the torch test and
+#           fabric-bench --provider ipc; scripts/device-ipc.sh says what and where. Run it
+#           alone, FABRIC_LIB_DEVICE_STEPS=ipc (about 5 minutes; $OUT then holds 6 files).
 #
 # The lead runs it through the device tool with carry [".deb"]:   bash scripts/device-test.sh
 # (.deb/ is filled as scripts/device-common.sh's header says.) On nvidia-h200-x2 (32 cores,
@@ -82,7 +82,7 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
     -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON -DFABRIC_LIB_PYTHON=ON -DPython3_EXECUTABLE="$py" \
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target unit_tests integration_tests device_tests fabric_device_kernels _fabric_lib \
-      $(want nvlink && echo fabric-bench)
+      $(want ipc && echo fabric-bench)
 } >>"$out/build.log" 2>&1
 if [ $? -ne 0 ]; then
   tail -n 40 "$out/build.log" >&2
@@ -112,7 +112,7 @@ fi
 if want device; then
   t0=$(date +%s)
   stamp "device_tests"
-  timeout 300 "$device_tests" --gtest_color=no --gtest_filter='-Nvlink*' >"$out/device-tests.log" 2>&1
+  timeout 300 "$device_tests" --gtest_color=no --gtest_filter='-Ipc/*' >"$out/device-tests.log" 2>&1
   status=$?
   result device-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
   awk '/^\[==========\] .* ran/ { p = 1 } p' "$out/device-tests.log" | head -n 40 | tee -a "$out/summary.txt" >&2
@@ -148,10 +148,10 @@ if want python; then
   grep -E "\[info\] python watcher" "$out/device-tests.log" >>"$out/bench.txt"
 fi
 
-# --- 7. The nvlink domain on GPU memory (scripts/device-nvlink.sh) ---------------------------------
-if want nvlink; then
-  # shellcheck source=device-nvlink.sh
-  source "$root/scripts/device-nvlink.sh"
+# --- 7. The ipc domain on GPU memory (scripts/device-ipc.sh) ---------------------------------
+if want ipc; then
+  # shellcheck source=device-ipc.sh
+  source "$root/scripts/device-ipc.sh"
 fi
 
 {

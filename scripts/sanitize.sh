@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanitizer runs (too slow for every CI run; run before each submission, see README):
+# Sanitizer runs (too slow for every CI run; run before each submission, see tests/README.md, "Sanitizers"):
 #   ASan + UBSan build of the library and the whole C++ suite, and
 #   TSan build of the unit and integration tests.
 # Usage: scripts/sanitize.sh [address|thread|all]   (default all). Ends with one summary line.

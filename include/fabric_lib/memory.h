@@ -35,7 +35,7 @@ enum class MemoryKind : uint8_t {
   // CUDA device memory (cudaMalloc), checked with cudaPointerGetAttributes. Needs a CUDA build.
   // On a provider with FI_HMEM it is registered with the NIC (a source and a target); on any
   // other provider it can only be a local source: writes from it are staged through pinned host
-  // bounce buffers, and a remote-write registration is refused (see README, "GPU").
+  // bounce buffers, and a remote-write registration is refused (docs/gpu.md).
   kCuda = 1,
   // Only as an argument of register_memory: detect the kind (cudaPointerGetAttributes) and use
   // kHost or kCuda. kHost in builds without CUDA. Never stored in a MrDesc. (Registration does not
@@ -47,7 +47,7 @@ enum class MemoryKind : uint8_t {
 // domains are of the same transport.
 enum class TransportKind : uint8_t {
   kLibfabric = 1,
-  kNvlink = 2,
+  kSameHostIpc = 2,  // the same-host IPC backend (provider "ipc", alias "nvlink")
 };
 
 // Local handle of a registered region, returned by TransferEngine::register_memory.
@@ -65,7 +65,7 @@ struct MrDomainEntry {
   // Remote address of byte 0 of the region on that domain: the virtual address when the provider
   // uses FI_MR_VIRT_ADDR, 0 when remote addresses are offsets (e.g. libfabric tcp).
   uint64_t addr_base = 0;
-  // Transport-specific bytes (e.g. a CUDA IPC handle for the nvlink domain); may be empty.
+  // Transport-specific bytes (e.g. a CUDA IPC handle for the ipc domain); may be empty.
   std::vector<uint8_t> transport_blob;
 
   friend bool operator==(const MrDomainEntry&, const MrDomainEntry&) = default;

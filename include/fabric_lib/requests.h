@@ -4,13 +4,25 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <variant>
 #include <vector>
 
 #include "fabric_lib/memory.h"
+#include "fabric_lib/status.h"
 
 namespace fabric_lib {
+
+// Names an accepted request (returned by every submit).
+using TransferId = uint64_t;
+
+// Receives one message posted with submit_send. The bytes are valid only during the call.
+using RecvCallback = std::function<void(std::span<const uint8_t> message)>;
+// Reports a failed receive (e.g. a message longer than the posted buffer) or, once, Cancelled
+// at stop().
+using RecvErrorCallback = std::function<void(const Status& status)>;
 
 // Sharding constants. They are part of the contract: imm_count_of() follows from them.
 // A single write of L bytes is split into min(domains allowed by its route, max(1, L / kMinShardBytes))

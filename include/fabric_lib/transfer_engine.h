@@ -30,89 +30,19 @@
 
 #include "fabric_lib/completion.h"
 #include "fabric_lib/domain_address.h"
+#include "fabric_lib/health.h"
 #include "fabric_lib/imm_counter.h"
 #include "fabric_lib/memory.h"
+#include "fabric_lib/peer_group.h"
+#include "fabric_lib/prepared.h"
 #include "fabric_lib/requests.h"
+#include "fabric_lib/stats.h"
 #include "fabric_lib/status.h"
 #include "fabric_lib/uvm_watcher.h"
 
 namespace fabric_lib {
 
-using TransferId = uint64_t;
-
-// How a group's worker waits when there is nothing to do.
-enum class IdlePolicy : uint8_t {
-  kSpin,      // poll continuously: lowest latency, one busy core per group
-  kAdaptive,  // spin briefly after activity, then block on the completion queue's fd (or back off)
-};
-
-// Receives one message posted with submit_send. The bytes are valid only during the call.
-using RecvCallback = std::function<void(std::span<const uint8_t> message)>;
-// Reports a failed receive (e.g. a message longer than the posted buffer) or, once, Cancelled
-// at stop().
-using RecvErrorCallback = std::function<void(const Status& status)>;
-
-struct Topology;  // fabric_lib/topology.h
-
-namespace detail {
-struct PeerGroupData;
-class EngineCore;
-}  // namespace detail
-
-// A fixed set of destination regions resolved once (address-vector entries inserted ahead of
-// time), for repeated scatters to the same peers (e.g. MoE dispatch). Cheap to copy.
-class PeerGroup {
- public:
-  PeerGroup() = default;
-  size_t size() const;
-  const MrDesc& desc(size_t i) const;
-  bool empty() const { return data_ == nullptr; }
-
- private:
-  friend class detail::EngineCore;
-  std::shared_ptr<const detail::PeerGroupData> data_;
-};
-
-// How well a peer (a remote group, named by its main address) can be reached.
-enum class PeerHealth : uint8_t {
-  kHealthy,      // every path (local domain i <-> the peer's domain i) works
-  kDegraded,     // some paths failed; traffic uses the others
-  kUnreachable,  // no path works: its operations fail with PeerUnreachable
-};
-
-struct PeerStatus {
-  DomainAddress address;        // the peer's domain-0 address
-  PeerHealth health = PeerHealth::kHealthy;
-  std::vector<bool> paths_up;   // per domain of the group
-  uint32_t inflight = 0;        // WRs in flight to it
-  Status last_error;
-};
-
-// A change of a path's or a peer's health, reported to TransferEngineBuilder::on_health_event.
-struct HealthEvent {
-  size_t group = 0;
-  DomainAddress peer;
-  int domain = -1;     // the path that changed; -1 when the whole peer changed
-  bool up = false;     // the path (or peer) works again
-  PeerHealth health = PeerHealth::kHealthy;  // the peer's health after the change
-  Status reason;
-};
-using HealthCallback = std::function<void(const HealthEvent& event)>;
-
-// Counters of an engine's activity since it was built.
-struct EngineStats {
-  uint64_t requests_submitted = 0;
-  uint64_t requests_completed = 0;  // delivered Ok
-  uint64_t requests_failed = 0;     // delivered with an error (Cancelled included)
-  uint64_t wrs_posted = 0;
-  uint64_t imms_received = 0;
-  uint64_t messages_received = 0;
-  uint64_t deadlines_exceeded = 0;  // requests ended by their deadline
-  uint64_t paths_failed = 0;        // path failures (a domain to a peer)
-  uint64_t peers_unreachable = 0;   // times a peer became unreachable
-  uint64_t groups_abandoned = 0;    // groups whose worker got stuck inside the provider (README, Failure semantics)
-};
-
+// Built by TransferEngineBuilder (fabric_lib/engine_builder.h).
 class TransferEngine {
  public:
   ~TransferEngine();  // calls stop() if needed
@@ -133,7 +63,7 @@ class TransferEngine {
   // (kAuto: detect it with cudaPointerGetAttributes). GPU memory (kCuda) needs a CUDA build; on a
   // provider without working FI_HMEM it can only be a local source (writes from it are staged
   // through pinned host buffers): Access::kRemoteWrite is then Unsupported, with the reason and
-  // the alternatives (see memory.h and the README's "GPU" section).
+  // the alternatives (see memory.h and docs/gpu.md).
   Result<MrRegistration> register_memory(void* ptr, size_t length, Access access,
                                          MemoryKind kind = MemoryKind::kHost, size_t group = 0);
   // Forgets a registration. New submits naming it fail with NotFound; the provider's
@@ -143,9 +73,19 @@ class TransferEngine {
   // --- two-sided messages -------------------------------------------------------------------
   // Sends a copy of `message` (<= max_message_bytes) to the engine whose main_address() is `dst`.
   Result<TransferId> submit_send(const DomainAddress& dst, std::span<const uint8_t> message, Completion done);
+  // Sends `length` bytes at `offset` of a registered host region of group 0 straight from where
+  // they are, without a copy: they must stay unchanged until `done` completes.
+  Result<TransferId> submit_send(const DomainAddress& dst, MrHandle src, uint64_t offset, uint64_t length,
+                                 Completion done);
   // Posts `count` receive buffers of `max_length` bytes. Each arriving message is handed to
   // `on_recv` on the callback thread, then the buffer is posted again ("bouncing" receives).
   Status post_recvs(size_t count, size_t max_length, RecvCallback on_recv, RecvErrorCallback on_error = {});
+  // Like post_recvs, into the caller's registered host region of group 0: `count` buffers of
+  // `slot_bytes` from `offset`. A message is handed to `on_recv` where it landed (no copy); its
+  // buffer is posted again once the callback returned. The region must stay registered while the
+  // engine runs (the engine holds its registration open).
+  Status post_recvs_into(MrHandle region, uint64_t offset, size_t slot_bytes, size_t count, RecvCallback on_recv,
+                         RecvErrorCallback on_error = {});
 
   // --- one-sided writes ---------------------------------------------------------------------
   // A zero-length write carrying `imm` to the owner of `dst` (kImmCountOfImmOnly imm there).
@@ -156,6 +96,26 @@ class TransferEngine {
   Result<TransferId> submit_scatter(ScatterRequest request, Completion done);
   // An imm to each of `peers`, spread over the domains; completes when all were delivered.
   Result<TransferId> submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done, size_t group = 0);
+
+  // --- prepared requests (fabric_lib/prepared.h) ----------------------------------------------
+  // Validates and plans once; each submit_prepared names only its pages / slices and imm, is
+  // checked against the prepared bounds, and is then an ordinary request (one completion).
+  Result<PreparedPagedWrites> prepare_paged_writes(const PagedWriteTemplate& t);
+  Result<TransferId> submit_prepared(const PreparedPagedWrites& prepared, std::span<const uint32_t> src_pages,
+                                     std::span<const uint32_t> dst_pages, std::optional<uint32_t> imm, Completion done);
+  Result<PreparedScatter> prepare_scatter(const ScatterTemplate& t);
+  // One slice per prepared target, in order.
+  Result<TransferId> submit_prepared(const PreparedScatter& prepared, std::span<const ScatterSlice> slices,
+                                     std::optional<uint32_t> imm, Completion done);
+
+  // --- cancellation ---------------------------------------------------------------------------
+  // Cancels an accepted request: WRs not yet posted are dropped, posted ones are awaited (their
+  // completions absorbed), then it completes exactly once with Cancelled — or with the outcome it
+  // already had (a request that failed, or whose deadline passed, keeps that). Returns once the
+  // cancellation is in effect; NotFound when `id` is not in flight (it completed, or this engine
+  // never issued it), Stopped after stop(). The receiver's imm count for a cancelled request is
+  // whatever arrived before: release() the imm before reusing it.
+  Status cancel(TransferId id);
 
   // Resolves `peers` once for submit_scatter(); every descriptor must be writable and come from a
   // group of num_domains() domains.
@@ -192,81 +152,12 @@ class TransferEngine {
   // Health of every peer `group` has talked to.
   std::vector<PeerStatus> peer_status(size_t group = 0);
 
+ struct Impl;  // defined by the library
+
  private:
   friend class TransferEngineBuilder;
-  explicit TransferEngine(std::unique_ptr<detail::EngineCore> core);
-  std::unique_ptr<detail::EngineCore> core_;
-};
-
-// Configures and builds a TransferEngine. Setters record values; build() validates them all and
-// returns the first problem as a Status.
-class TransferEngineBuilder {
- public:
-  TransferEngineBuilder();
-  ~TransferEngineBuilder();
-  TransferEngineBuilder(const TransferEngineBuilder&);
-  TransferEngineBuilder& operator=(const TransferEngineBuilder&);
-
-  // Any libfabric provider string: "tcp", "shm", "udp;ofi_rxd", "efa", "verbs;ofi_rxm", ...
-  // (default "tcp"; the environment variable FABRIC_LIB_PROVIDER overrides it).
-  TransferEngineBuilder& provider(std::string name);
-  // Domains (NICs) per group, 1..16 (default 1). Peers must use the same number.
-  TransferEngineBuilder& domains_per_group(size_t n);
-  // Number of groups (one per GPU, typically), each with its own worker (default 1).
-  TransferEngineBuilder& groups(size_t n);
-  // Domain or fabric names (e.g. "lo", "eth0", "rdmap16s27"); domain i of a group uses entry
-  // i % size. Empty (default): the provider's own NICs, loopback last.
-  TransferEngineBuilder& interfaces(std::vector<std::string> names);
-  // Overrides interfaces() for one group.
-  TransferEngineBuilder& group_interfaces(size_t group, std::vector<std::string> names);
-  // Pins the worker of `group` to `cpu` (its domains are opened after pinning).
-  TransferEngineBuilder& pin_worker(size_t group, int cpu);
-  // Pins the UVM watcher thread (alloc_uvm_watcher) to `cpu` (default: not pinned).
-  TransferEngineBuilder& pin_watcher(int cpu);
-  TransferEngineBuilder& idle_policy(IdlePolicy policy);
-  // Caps the WRs outstanding per domain (default: the provider's tx queue size).
-  TransferEngineBuilder& max_inflight_per_domain(size_t n);
-  // Largest submit_send message (default 64 KiB).
-  TransferEngineBuilder& max_message_bytes(size_t n);
-  // Distinct imm values the ImmCounter holds (default ImmCounter::kDefaultCapacity).
-  TransferEngineBuilder& imm_table_capacity(size_t n);
-  // Wraps every domain in a reordering layer that posts each window of WRs in a shuffled order
-  // and holds back some completions and imms: the unordered delivery of EFA, on any provider.
-  // For testing applications (and this library) against reordering. Seed 0 = off.
-  TransferEngineBuilder& simulate_unordered_network(uint64_t seed);
-  // --- failure handling (see the README's "Failure semantics") ---
-  // Deadline of requests whose Completion carries none (default: none).
-  TransferEngineBuilder& default_timeout(std::chrono::nanoseconds timeout);
-  // A path (local domain -> peer) with WRs in flight and no completion (nor probe answer) for this
-  // long is declared failed (default 10 s; 0 turns stall detection off). A group worker stuck
-  // inside one provider call for this long is given up on: its requests fail with ProviderError,
-  // later calls on that group fail at once, stop() returns, and stats().groups_abandoned counts it.
-  TransferEngineBuilder& stall_timeout(std::chrono::nanoseconds timeout);
-  // After a peer became unreachable, new requests to it fail at once for this long; the next one
-  // after it tries the peer again (default 1 s).
-  TransferEngineBuilder& peer_retry_interval(std::chrono::nanoseconds interval);
-  // Pings every path with WRs in flight (and every failed path, to notice recovery) each
-  // `interval`; `misses` unanswered pings in a row fail the path. Off by default.
-  TransferEngineBuilder& liveness_probe(std::chrono::nanoseconds interval, uint32_t misses);
-  // Called on the callback thread when a path or peer fails or recovers.
-  TransferEngineBuilder& on_health_event(HealthCallback callback);
-  // Records the submit-call-to-first-post latency of every request (benchmarks; costs one clock
-  // read per submit). Read it with TransferEngine::take_submit_latencies_ns().
-  TransferEngineBuilder& record_submit_latency(bool on);
-  // One group per group of `topology` (detect_topology(), fabric_lib/topology.h) with
-  // `nets_per_gpu` domains each: group g uses topology.group_interfaces(g) (domain i on entry
-  // i % count, so a group with fewer NICs reuses them) and pins its worker to the group's
-  // worker_cpu (and the UVM watcher thread to group 0's watcher_cpu). nets_per_gpu = 0 takes the
-  // smallest NIC count of any group (at least 1). A group without NICs keeps interfaces(). Replaces earlier groups / group_interfaces / pin_worker
-  // settings; choose the provider separately (e.g. "efa" for the NICs detect_topology named).
-  TransferEngineBuilder& from_topology(const Topology& topology, size_t nets_per_gpu);
-
-  Result<std::unique_ptr<TransferEngine>> build() const;
-
-  struct Options;  // the recorded settings (internal)
-
- private:
-  std::unique_ptr<Options> options_;
+  explicit TransferEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace fabric_lib

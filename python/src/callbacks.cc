@@ -67,11 +67,9 @@ std::chrono::nanoseconds seconds_arg(double seconds, const char* name) {
   return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
 }
 
-Completion completion_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep, std::optional<double> timeout) {
-  const std::optional<std::chrono::nanoseconds> limit =
-      timeout ? std::optional<std::chrono::nanoseconds>(seconds_arg(*timeout, "timeout")) : std::nullopt;
-  Completion c = Completion::callback([on_done = std::move(on_done), on_error = std::move(on_error),
-                               keep = std::move(keep)](const Status& status) mutable {
+CompletionCallback callback_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep) {
+  return [on_done = std::move(on_done), on_error = std::move(on_error),
+          keep = std::move(keep)](const Status& status) mutable {
     if (!Py_IsInitialized() || interpreter_finalizing()) return;  // the references leak
     GilGuard gil;
     call_guarded(status.ok() ? "on_done" : "on_error", [&] {
@@ -85,7 +83,13 @@ Completion completion_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep, std
     on_done.reset();
     on_error.reset();
     keep.reset();
-  });
+  };
+}
+
+Completion completion_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep, std::optional<double> timeout) {
+  const std::optional<std::chrono::nanoseconds> limit =
+      timeout ? std::optional<std::chrono::nanoseconds>(seconds_arg(*timeout, "timeout")) : std::nullopt;
+  Completion c = Completion::callback(callback_of(std::move(on_done), std::move(on_error), std::move(keep)));
   if (limit) c.with_deadline(Clock::now() + *limit);
   return c;
 }

@@ -11,7 +11,7 @@
 
 #include "fabric_lib/completion.h"
 #include "fabric_lib/imm_counter.h"
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/fabric_lib.h"
 #include "gil.h"
 
 namespace fabric_lib::python {
@@ -25,6 +25,8 @@ PyRefPtr callable_arg(const py::object& fn, const char* name);
 // until the completion has run (e.g. the registration keep-alive of a write's source buffer), so
 // the memory outlives the transfer. Any of the three may hold None.
 // With `timeout` (seconds), an operation unfinished by then ends with DeadlineExceededError.
+// The callback behind completion_of: on_done() or on_error(exception) under the GIL.
+CompletionCallback callback_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep = nullptr);
 Completion completion_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep = nullptr,
                          std::optional<double> timeout = std::nullopt);
 

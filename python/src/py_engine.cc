@@ -402,7 +402,7 @@ void PyEngine::set_imm_count_expected(const py::object& imm, int64_t expected, c
                                       const py::object& on_error, Timeout timeout) {
   const uint32_t value = imm_value(imm, "imm");
   if (expected < 1) throw py::value_error("expected_count must be >= 1, got " + std::to_string(expected));
-  Completion inner = completion_of(callable_arg(on_reached, "on_reached"), callable_arg(on_error, "on_error"));
+  CompletionCallback inner = callback_of(callable_arg(on_reached, "on_reached"), callable_arg(on_error, "on_error"));
   auto e = engine();
   uint64_t generation = 0;
   {
@@ -417,7 +417,7 @@ void PyEngine::set_imm_count_expected(const py::object& imm, int64_t expected, c
       if (it != t->entries.end() && it->second.generation == generation) t->entries.erase(it);
     }
   };
-  Completion sink = Completion::callback([fn = inner.take_callback(), forget](const Status& s) mutable {
+  Completion sink = Completion::callback([fn = std::move(inner), forget](const Status& s) mutable {
     forget();
     fn(s);
   });

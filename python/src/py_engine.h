@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "fabric_lib/topology.h"
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/fabric_lib.h"
 #include "gil.h"
 #include "types.h"
 

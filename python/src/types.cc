@@ -37,7 +37,7 @@ std::string desc_debug(const MrDesc& d) {
   s << "MemoryRegionDescriptor(ptr=0x" << std::hex << d.ptr() << std::dec << ", length=" << d.length()
     << ", device=" << device_name(d.memory_kind())
     << ", remote_writable=" << (has_access(d.access(), Access::kRemoteWrite) ? "True" : "False")
-    << ", transport=" << (d.transport() == TransportKind::kNvlink ? "nvlink" : "libfabric") << ", domains=[";
+    << ", transport=" << (d.transport() == TransportKind::kSameHostIpc ? "ipc" : "libfabric") << ", domains=[";
   for (size_t i = 0; i < d.num_domains(); ++i) {
     s << (i ? ", " : "") << d.domain(i).address.to_hex() << "/rkey=" << d.domain(i).rkey;
   }

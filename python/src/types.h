@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "fabric_lib/memory.h"
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/fabric_lib.h"
 
 namespace fabric_lib::python {
 

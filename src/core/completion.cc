@@ -1,18 +1,40 @@
 #include "fabric_lib/completion.h"
 
+#include "core/completion_delivery.h"
+
 #include <thread>
 
 namespace fabric_lib {
 
 bool CompletionCounter::wait_for(uint64_t n, std::chrono::milliseconds timeout) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto pause = std::chrono::microseconds(1);
-  while (finished() < n) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  if (finished() >= n) return true;
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
+  // Spin first (a completion usually comes within microseconds), then yield the core, and only
+  // after a long wait sleep in short steps: reaction stays in the microseconds without burning a
+  // core through a wait of seconds.
+  constexpr auto kSpin = std::chrono::microseconds(50);
+  constexpr auto kYield = std::chrono::milliseconds(5);
+  constexpr auto kSleep = std::chrono::microseconds(50);
+  for (uint32_t i = 0;; ++i) {
+    if (finished() >= n) return true;
+    if ((i & 63) != 0) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) return finished() >= n;
+    const auto waited = now - start;
+    if (waited < kSpin) continue;
+    if (waited < kYield) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(kSleep);
+    }
   }
-  return true;
 }
 
 Completion Completion::callback(CompletionCallback fn) {
@@ -50,18 +72,77 @@ Completion& Completion::with_deadline(Clock::time_point deadline) & {
   return *this;
 }
 
-void Completion::deliver_now(const Status& status) {
-  switch (kind_) {
-    case Kind::kNone:
+void CompletionDelivery::deliver_inline(Completion& c, const Status& status) {
+  switch (c.kind_) {
+    case Completion::Kind::kNone:
       return;
-    case Kind::kCallback:
-      if (fn_) fn_(status);
+    case Completion::Kind::kCallback:
+      if (c.fn_) c.fn_(status);
       return;
-    case Kind::kCounter:
-      (status.ok() ? counter_->done : counter_->errors).fetch_add(1, std::memory_order_acq_rel);
+    case Completion::Kind::kCounter:
+      (status.ok() ? c.counter_->done : c.counter_->errors).fetch_add(1, std::memory_order_acq_rel);
       return;
-    case Kind::kFlag:
-      __atomic_store_n(flag_, status.ok() ? flag_value_ : flag_error_value_, __ATOMIC_RELEASE);
+    case Completion::Kind::kFlag:
+      __atomic_store_n(c.flag_, status.ok() ? c.flag_value_ : c.flag_error_value_, __ATOMIC_RELEASE);
+      return;
+  }
+}
+
+}  // namespace fabric_lib
+
+namespace fabric_lib {
+
+RepeatingSink RepeatingSink::callback(Callback fn) {
+  RepeatingSink s;
+  s.kind_ = fn ? Completion::Kind::kCallback : Completion::Kind::kNone;
+  s.fn_ = std::move(fn);
+  return s;
+}
+
+RepeatingSink RepeatingSink::counter(CompletionCounter& c) {
+  RepeatingSink s;
+  s.kind_ = Completion::Kind::kCounter;
+  s.counter_ = &c;
+  return s;
+}
+
+RepeatingSink RepeatingSink::flag(uint64_t* word, uint64_t error_value) {
+  RepeatingSink s;
+  s.kind_ = word ? Completion::Kind::kFlag : Completion::Kind::kNone;
+  s.word_ = word;
+  s.error_value_ = error_value;
+  return s;
+}
+
+void CompletionDelivery::deliver_rounds(const RepeatingSink& sink, uint64_t first, uint64_t last, const Post& post) {
+  switch (sink.kind_) {
+    case Completion::Kind::kNone:
+      return;
+    case Completion::Kind::kCallback:
+      for (uint64_t r = first; r <= last; ++r) post([fn = sink.fn_, r] { fn(r, ok_status()); });
+      return;
+    case Completion::Kind::kCounter:
+      sink.counter_->done.fetch_add(last - first + 1, std::memory_order_acq_rel);
+      return;
+    case Completion::Kind::kFlag:
+      __atomic_store_n(sink.word_, last, __ATOMIC_RELEASE);
+      return;
+  }
+}
+
+void CompletionDelivery::deliver_end(const RepeatingSink& sink, uint64_t rounds, const Status& status,
+                                     const Post& post) {
+  switch (sink.kind_) {
+    case Completion::Kind::kNone:
+      return;
+    case Completion::Kind::kCallback:
+      post([fn = sink.fn_, rounds, status] { fn(rounds, status); });
+      return;
+    case Completion::Kind::kCounter:
+      sink.counter_->errors.fetch_add(1, std::memory_order_acq_rel);
+      return;
+    case Completion::Kind::kFlag:
+      __atomic_store_n(sink.word_, sink.error_value_, __ATOMIC_RELEASE);
       return;
   }
 }

@@ -4,7 +4,8 @@
 
 #include <exception>
 
-#include "core/log.h"
+#include "base/log.h"
+#include "core/completion_delivery.h"
 
 namespace fabric_lib::detail {
 
@@ -69,10 +70,10 @@ void CompletionDispatcher::deliver(Completion completion, const Status& status) 
       return;
     case Completion::Kind::kCounter:
     case Completion::Kind::kFlag:
-      completion.deliver_now(status);
+      CompletionDelivery::deliver_inline(completion, status);
       return;
     case Completion::Kind::kCallback: {
-      post([fn = completion.take_callback(), status]() mutable {
+      post([fn = CompletionDelivery::take_callback(completion), status]() mutable {
         if (fn) fn(status);
       });
       return;

@@ -2,34 +2,18 @@
 
 #include <thread>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "core/peer_group_data.h"
+#include "core/range_checks.h"
+#include "core/uvm_watcher_hub.h"
+#include "core/uvm_watcher_state.h"
 #include "gpu/memory_kind.h"
-#include "gpu/uvm_watcher_state.h"
-#include "gpu/watcher_hub.h"
 
 namespace fabric_lib::detail {
-namespace {
 
-// offset + length <= size, without overflow.
-bool fits(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
-
-std::string range_text(uint64_t offset, uint64_t length, uint64_t size) {
-  return "[" + std::to_string(offset) + ", +" + std::to_string(length) + ") of a " + std::to_string(size) +
-         "-byte region";
-}
-
-// Largest byte touched by pages at indices up to `max_index`: offset + max_index * stride + page.
-bool pages_fit(uint64_t offset, uint64_t max_index, uint64_t stride, uint64_t page, uint64_t size) {
-  const unsigned __int128 end = static_cast<unsigned __int128>(max_index) * stride + offset + page;
-  return end <= size;
-}
-
-}  // namespace
-
-EngineCore::EngineCore(TransferEngineBuilder::Options options) : options_(std::move(options)) {
+EngineCore::EngineCore(EngineOptions options) : options_(std::move(options)) {
   dispatcher_ = std::make_unique<CompletionDispatcher>();
-  imms_ = std::make_unique<ImmCounter>(options_.imm_table_capacity, dispatcher_.get());
+  imms_ = std::make_unique<ImmCountTable>(options_.imm_table_capacity, dispatcher_.get());
 }
 
 EngineCore::~EngineCore() {
@@ -55,11 +39,14 @@ EngineCore::~EngineCore() {
   stop();
 }
 
-Status EngineCore::start(const std::vector<std::vector<transport::DomainSpec>>& groups) {
-  for (size_t g = 0; g < groups.size(); ++g) {
+Status EngineCore::start() {
+  if (options_.groups.empty() || options_.domains_per_group() == 0) return invalid_argument("no domains to open");
+  if (!options_.open_domain) return invalid_argument("no domain factory");
+  for (size_t g = 0; g < options_.groups.size(); ++g) {
     GroupWorkerConfig config;
     config.group = g;
-    config.domains = groups[g];
+    config.domains = options_.groups[g];
+    config.open_domain = options_.open_domain;
     auto cpu = options_.worker_cpus.find(g);
     if (cpu != options_.worker_cpus.end()) config.cpu = cpu->second;
     config.idle_policy = options_.idle_policy;
@@ -182,7 +169,9 @@ Result<MrRegistration> EngineCore::register_memory(void* ptr, size_t length, Acc
 
 Status EngineCore::unregister_memory(MrHandle handle) {
   if (!handle.valid()) return invalid_argument("unregister_memory: empty handle");
-  if (!registry_.remove(handle)) return not_found("memory region " + std::to_string(handle.id) + " is not registered");
+  std::shared_ptr<MrEntry> entry = registry_.remove(handle);
+  if (!entry) return not_found("memory region " + std::to_string(handle.id) + " is not registered");
+  entry->unregistered.store(true, std::memory_order_release);
   return ok_status();
 }
 
@@ -213,6 +202,17 @@ Status EngineCore::check_remote(const MrDesc& desc, uint64_t offset, uint64_t le
   return ok_status();
 }
 
+Status EngineCore::check_page_geometry(uint64_t page_length, uint64_t src_stride, uint64_t dst_stride,
+                                       bool several_pages, const char* what) const {
+  if (page_length == 0 || page_length > kMaxWrBytes) {
+    return invalid_argument(std::string(what) + ": page_length must be 1.." + std::to_string(kMaxWrBytes));
+  }
+  if (several_pages && (src_stride < page_length || dst_stride < page_length)) {
+    return invalid_argument(std::string(what) + ": strides must be >= page_length");
+  }
+  return ok_status();
+}
+
 Status EngineCore::check_route(const Route& route) const {
   if (const Pinned* p = std::get_if<Pinned>(&route); p && p->domain >= num_domains()) {
     return invalid_argument("route pins domain " + std::to_string(p->domain) + " of " +
@@ -224,7 +224,8 @@ Status EngineCore::check_route(const Route& route) const {
 // --- submission -------------------------------------------------------------------------------
 
 TransferId EngineCore::enqueue(size_t group, std::unique_ptr<Request> request, const SubmitScope& scope) {
-  const TransferId id = next_transfer_id_.fetch_add(1, std::memory_order_relaxed);
+  // The low bits name the group, so cancel() finds the worker that owns the request.
+  const TransferId id = (next_transfer_id_.fetch_add(1, std::memory_order_relaxed) << kTransferIdGroupBits) | group;
   request->id = id;
   request->submit_ns = scope.start_ns();
   if (request->completion.has_deadline()) {
@@ -268,10 +269,70 @@ Status EngineCore::post_recvs(size_t count, size_t max_length, RecvCallback on_r
   return workers_[0]->run_sync([&](GroupWorker& w) {
     Result<BufferBlock> block = BufferBlock::allocate(w.domain(0), count, max_length);
     if (!block.ok()) return block.status();
-    pool->block = std::move(block).value();
+    pool->owned = std::move(block).value();
+    pool->base = pool->owned.memory.get();
+    pool->slot_bytes = max_length;
+    pool->desc = pool->owned.mr.desc;
     for (size_t i = 0; i < count; ++i) pool->slots.push_back({pool.get(), i});
     return w.add_recv_pool(pool);
   });
+}
+
+// The region two-sided messages may use: registered in group 0 (whose domain 0 sends and
+// receives them), in host memory, [offset, offset + length) inside it.
+Result<std::shared_ptr<MrEntry>> EngineCore::message_region(MrHandle handle, uint64_t offset, uint64_t length,
+                                                            const char* what) const {
+  Result<std::shared_ptr<MrEntry>> entry = local_region(handle, offset, length);
+  if (!entry.ok()) return Status(entry.status().code(), std::string(what) + ": " + entry.status().message());
+  if ((*entry)->group != 0) {
+    return invalid_argument(std::string(what) + ": the region must be registered in group 0 (messages use its domain 0)");
+  }
+  if ((*entry)->kind != MemoryKind::kHost) {
+    return unsupported(std::string(what) + ": messages move through host memory; write GPU memory with submit_write");
+  }
+  return entry;
+}
+
+Status EngineCore::post_recvs_into(MrHandle region, uint64_t offset, size_t slot_bytes, size_t count,
+                                   RecvCallback on_recv, RecvErrorCallback on_error) {
+  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (count == 0 || count > 65536) return invalid_argument("post_recvs_into: count must be 1..65536");
+  if (slot_bytes == 0 || slot_bytes > (size_t{1} << 30)) return invalid_argument("post_recvs_into: slot_bytes must be 1..1 GiB");
+  if (!on_recv) return invalid_argument("post_recvs_into: no receive callback");
+  const unsigned __int128 bytes = static_cast<unsigned __int128>(slot_bytes) * count;
+  if (bytes > UINT64_MAX) return out_of_range("post_recvs_into: count * slot_bytes overflows");
+  Result<std::shared_ptr<MrEntry>> entry = message_region(region, offset, static_cast<uint64_t>(bytes), "post_recvs_into");
+  if (!entry.ok()) return entry.status();
+  auto pool = std::make_shared<RecvPool>();
+  pool->on_recv = std::move(on_recv);
+  pool->on_error = std::move(on_error);
+  pool->base = (*entry)->ptr + offset;
+  pool->slot_bytes = slot_bytes;
+  pool->desc = (*entry)->domain_mrs[0].desc;
+  pool->region = *entry;
+  for (size_t i = 0; i < count; ++i) pool->slots.push_back({pool.get(), i});
+  return workers_[0]->run_sync([&](GroupWorker& w) { return w.add_recv_pool(pool); });
+}
+
+Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, MrHandle src, uint64_t offset, uint64_t length,
+                                           Completion done) {
+  SubmitScope scope(*this, options_.record_submit_latency);
+  if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
+  if (dst.empty()) return invalid_argument("submit_send: empty destination address");
+  if (length > options_.max_message_bytes) {
+    return invalid_argument("message of " + std::to_string(length) + " bytes exceeds max_message_bytes (" +
+                            std::to_string(options_.max_message_bytes) + ")");
+  }
+  Result<std::shared_ptr<MrEntry>> entry = message_region(src, offset, length, "submit_send");
+  if (!entry.ok()) return entry.status();
+  auto r = std::make_unique<Request>();
+  r->kind = RequestKind::kSend;
+  r->completion = std::move(done);
+  r->src = std::move(entry).value();
+  r->send_offset = offset;
+  r->send_length = length;
+  r->send_to = dst;
+  return enqueue(0, std::move(r), scope);
 }
 
 Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group) {
@@ -317,12 +378,8 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
                             std::to_string(request.dst_pages.size()) + " destination pages");
   }
   if (pages > UINT32_MAX) return invalid_argument("submit_paged_writes: too many pages");
-  if (request.page_length == 0 || request.page_length > kMaxWrBytes) {
-    return invalid_argument("submit_paged_writes: page_length must be 1.." + std::to_string(kMaxWrBytes));
-  }
-  if (pages > 1 && (request.src_stride < request.page_length || request.dst_stride < request.page_length)) {
-    return invalid_argument("submit_paged_writes: strides must be >= page_length");
-  }
+  FABRIC_LIB_RETURN_IF_ERROR(check_page_geometry(request.page_length, request.src_stride, request.dst_stride,
+                                                 pages > 1, "submit_paged_writes"));
   std::shared_ptr<MrEntry> src = registry_.find(request.src);
   if (!src) return not_found("source memory region " + std::to_string(request.src.id) + " is not registered");
   const size_t group = src->group;
@@ -351,7 +408,8 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
   return enqueue(group, std::move(r), scope);
 }
 
-Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, Completion done) {
+Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::shared_ptr<const PeerGroup::Data> peers,
+                                              Completion done) {
   SubmitScope scope(*this, options_.record_submit_latency);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (request.targets.empty()) return invalid_argument("submit_scatter: no targets");
@@ -360,12 +418,7 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, Completion
   if (!src) return not_found("source memory region " + std::to_string(request.src.id) + " is not registered");
   const size_t group = src->group;
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
-  std::shared_ptr<const PeerGroupData> peers;
-  if (request.group) {
-    if (request.group->empty()) return invalid_argument("submit_scatter: empty peer group");
-    peers = request.group->data_;
-    if (peers->group != group) return invalid_argument("submit_scatter: peer group belongs to another group");
-  }
+  if (peers && peers->group != group) return invalid_argument("submit_scatter: peer group belongs to another group");
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
     const std::string where = "scatter target " + std::to_string(t) + ": ";
@@ -417,7 +470,7 @@ Result<TransferId> EngineCore::submit_barrier(uint32_t imm, std::span<const MrDe
   return enqueue(group, std::move(r), scope);
 }
 
-Result<PeerGroup> EngineCore::add_peer_group(std::span<const MrDesc> peers, size_t group) {
+Result<std::shared_ptr<const PeerGroup::Data>> EngineCore::add_peer_group(std::span<const MrDesc> peers, size_t group) {
   if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   if (peers.empty()) return invalid_argument("add_peer_group: no peers");
@@ -425,9 +478,13 @@ Result<PeerGroup> EngineCore::add_peer_group(std::span<const MrDesc> peers, size
     Status s = check_remote(peers[i], 0, 0, group);
     if (!s.ok()) return Status(s.code(), "peer " + std::to_string(i) + ": " + s.message());
   }
-  auto data = std::make_shared<PeerGroupData>();
+  return resolve_peers(peers, group);
+}
+
+Result<std::shared_ptr<const PeerGroup::Data>> EngineCore::resolve_peers(std::span<const MrDesc> descs, size_t group) {
+  auto data = std::make_shared<PeerGroup::Data>();
   data->group = group;
-  data->descs.assign(peers.begin(), peers.end());
+  data->descs.assign(descs.begin(), descs.end());
   Status status = workers_[group]->run_sync([&](GroupWorker& w) {
     for (const MrDesc& desc : data->descs) {
       PeerEntry& peer = w.peer_for(desc);
@@ -437,9 +494,16 @@ Result<PeerGroup> EngineCore::add_peer_group(std::span<const MrDesc> peers, size
     return ok_status();
   });
   if (!status.ok()) return status;
-  PeerGroup out;
-  out.data_ = std::move(data);
-  return out;
+  return std::shared_ptr<const PeerGroup::Data>(std::move(data));
+}
+
+Status EngineCore::cancel(TransferId id) {
+  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  const size_t group = id & ((TransferId{1} << kTransferIdGroupBits) - 1);
+  if (id == 0 || group >= workers_.size() || (id >> kTransferIdGroupBits) >= next_transfer_id_.load()) {
+    return not_found("transfer id " + std::to_string(id) + " was never issued by this engine");
+  }
+  return workers_[group]->run_sync([id](GroupWorker& w) { return w.cancel(id); });
 }
 
 Status EngineCore::forget_peer(const MrDesc& desc, size_t group) {
@@ -454,30 +518,30 @@ Status EngineCore::forget_peer(const MrDesc& desc, size_t group) {
 
 // --- GPU progress -----------------------------------------------------------------------------
 
-Result<UvmWatcher> EngineCore::alloc_uvm_watcher(WatchCallback callback) {
+Result<std::unique_ptr<UvmWatcher::State>> EngineCore::alloc_uvm_watcher(WatchCallback callback) {
   if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
   if (!callback) return invalid_argument("alloc_uvm_watcher: no callback");
   Result<MappedWord> word = alloc_mapped_word();
   if (!word.ok()) return word.status();
-  std::shared_ptr<gpu::WatcherHub> hub;
+  std::shared_ptr<detail::UvmWatcherHub> hub;
   {
     std::lock_guard lock(watcher_mu_);
     if (!accepting_.load()) return fabric_lib::stopped("engine stopped");  // stop() may have passed already
     if (!watchers_) {
-      gpu::WatcherHub::Options o;
+      detail::UvmWatcherHub::Options o;
       o.cpu = options_.watcher_cpu;
       o.spin = options_.idle_policy == IdlePolicy::kSpin;
-      watchers_ = gpu::WatcherHub::create(o);
+      watchers_ = detail::UvmWatcherHub::create(o);
     }
     hub = watchers_;
   }
   Result<uint64_t> id = hub->watch(word->host_ptr(), std::move(callback));
   if (!id.ok()) return id.status();
-  auto state = std::make_unique<UvmWatcherState>();
+  auto state = std::make_unique<UvmWatcher::State>();
   state->word = std::move(word).value();
   state->hub = std::move(hub);
   state->id = *id;
-  return UvmWatcher(std::move(state));
+  return state;
 }
 
 // --- lifecycle --------------------------------------------------------------------------------
@@ -502,7 +566,7 @@ Status EngineCore::stop() {
 
 void EngineCore::shutdown_workers() {
   accepting_.store(false, std::memory_order_seq_cst);
-  std::shared_ptr<gpu::WatcherHub> hub;
+  std::shared_ptr<detail::UvmWatcherHub> hub;
   {
     std::lock_guard lock(watcher_mu_);
     hub = watchers_;

@@ -7,31 +7,38 @@
 #include <mutex>
 #include <vector>
 
+#include "base/clock.h"
 #include "core/completion_dispatcher.h"
 #include "core/engine_options.h"
 #include "core/group_worker.h"
+#include "core/imm_count_table.h"
 #include "core/mr_registry.h"
+#include "core/peer_group_data.h"
+#include "core/prepared_data.h"
 #include "core/provider_watchdog.h"
-#include "fabric_lib/transfer_engine.h"
-
-namespace fabric_lib::gpu {
-class WatcherHub;
-}
+#include "fabric_lib/health.h"
+#include "fabric_lib/peer_group.h"
+#include "fabric_lib/requests.h"
+#include "fabric_lib/stats.h"
+#include "fabric_lib/uvm_watcher.h"
 
 namespace fabric_lib::detail {
 
+class UvmWatcherHub;
+
 class EngineCore {
  public:
-  explicit EngineCore(TransferEngineBuilder::Options options);
+  explicit EngineCore(EngineOptions options);
   ~EngineCore();
 
-  // Opens every group's domains; the engine is usable only after this succeeds.
-  Status start(const std::vector<std::vector<transport::DomainSpec>>& groups);
+  // Opens every group's domains (options.groups, through options.open_domain); the engine is
+  // usable only after this succeeds.
+  Status start();
 
   DomainAddress main_address() const;
   std::vector<DomainAddress> domain_addresses(size_t group) const;
   size_t num_groups() const { return workers_.size(); }
-  size_t num_domains() const { return options_.domains_per_group; }
+  size_t num_domains() const { return options_.domains_per_group(); }
   std::string provider() const;
 
   Result<MrRegistration> register_memory(void* ptr, size_t length, Access access, MemoryKind kind, size_t group);
@@ -39,16 +46,36 @@ class EngineCore {
 
   Result<TransferId> submit_send(const DomainAddress& dst, std::span<const uint8_t> message, Completion done);
   Status post_recvs(size_t count, size_t max_length, RecvCallback on_recv, RecvErrorCallback on_error);
+  Result<TransferId> submit_send(const DomainAddress& dst, MrHandle src, uint64_t offset, uint64_t length,
+                                 Completion done);
+  Status post_recvs_into(MrHandle region, uint64_t offset, size_t slot_bytes, size_t count, RecvCallback on_recv,
+                         RecvErrorCallback on_error);
   Result<TransferId> submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group);
   Result<TransferId> submit_write(WriteRequest request, Completion done);
   Result<TransferId> submit_paged_writes(PagedWriteRequest request, Completion done);
-  Result<TransferId> submit_scatter(ScatterRequest request, Completion done);
+  // `group`: the resolved destinations of request.group, when it names one.
+  Result<TransferId> submit_scatter(ScatterRequest request, std::shared_ptr<const PeerGroup::Data> group,
+                                    Completion done);
   Result<TransferId> submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done, size_t group);
-  Result<PeerGroup> add_peer_group(std::span<const MrDesc> peers, size_t group);
+  Result<std::shared_ptr<const PeerGroup::Data>> add_peer_group(std::span<const MrDesc> peers, size_t group);
   Status forget_peer(const MrDesc& desc, size_t group);
+  // Prepared requests (fabric_lib/prepared.h; engine_core_prepared.cc).
+  Result<std::shared_ptr<const PreparedPagedWrites::Data>> prepare_paged_writes(const PagedWriteTemplate& t);
+  Result<TransferId> submit_prepared(const PreparedPagedWrites::Data& p, std::span<const uint32_t> src_pages,
+                                     std::span<const uint32_t> dst_pages, std::optional<uint32_t> imm, Completion done);
+  Result<std::shared_ptr<const PreparedScatter::Data>> prepare_scatter(const ScatterTemplate& t,
+                                                                       std::shared_ptr<const PeerGroup::Data> peers);
+  Result<TransferId> submit_prepared(const PreparedScatter::Data& p, std::span<const ScatterSlice> slices,
+                                     std::optional<uint32_t> imm, Completion done);
 
-  ImmCounter& imms() { return *imms_; }
-  Result<UvmWatcher> alloc_uvm_watcher(WatchCallback callback);
+  // Cancels an accepted request (GroupWorker::cancel); NotFound when it is no longer in flight.
+  Status cancel(TransferId id);
+
+  // TransferIds carry the group in their low bits (groups <= 64).
+  static constexpr int kTransferIdGroupBits = 6;
+
+  ImmCountTable& imms() { return *imms_; }
+  Result<std::unique_ptr<UvmWatcher::State>> alloc_uvm_watcher(WatchCallback callback);
   Status stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
   bool on_callback_thread() const { return dispatcher_ && dispatcher_->on_callback_thread(); }
@@ -74,17 +101,23 @@ class EngineCore {
   };
 
   Result<std::shared_ptr<MrEntry>> local_region(MrHandle handle, uint64_t offset, uint64_t length) const;
+  Result<std::shared_ptr<MrEntry>> message_region(MrHandle handle, uint64_t offset, uint64_t length,
+                                                  const char* what) const;
   Status check_remote(const MrDesc& desc, uint64_t offset, uint64_t length, size_t group) const;
   Status check_route(const Route& route) const;
+  Status check_page_geometry(uint64_t page_length, uint64_t src_stride, uint64_t dst_stride, bool several_pages,
+                             const char* what) const;
+  // Resolves every path of `descs` on `group`'s worker (add_peer_group, prepared requests).
+  Result<std::shared_ptr<const PeerGroup::Data>> resolve_peers(std::span<const MrDesc> descs, size_t group);
   Status check_group(size_t group) const;
   // Plans are grouped by domain, the request is counted and handed to its group's worker.
   TransferId enqueue(size_t group, std::unique_ptr<Request> request, const SubmitScope& scope);
   // Refuses new work, stops every worker (cancelling what they hold) and imm expectations.
   void shutdown_workers();
 
-  TransferEngineBuilder::Options options_;
+  EngineOptions options_;
   std::unique_ptr<CompletionDispatcher> dispatcher_;
-  std::unique_ptr<ImmCounter> imms_;
+  std::unique_ptr<ImmCountTable> imms_;
   MrRegistry registry_;
   StatCounters stats_;
   // A worker given up on is never deleted: its stuck thread may still be inside its domains.
@@ -96,9 +129,9 @@ class EngineCore {
   std::vector<std::unique_ptr<GroupWorker, DeleteUnlessAbandoned>> workers_;
   std::unique_ptr<ProviderWatchdog> watchdog_;  // with a stall timeout only
   std::atomic<uint64_t> next_transfer_id_{1};
-  // The UVM watcher thread's owner, made with the first watcher (gpu/watcher_hub.h).
+  // The UVM watcher thread's owner, made with the first watcher (gpu/uvm_watcher_hub.h).
   std::mutex watcher_mu_;
-  std::shared_ptr<gpu::WatcherHub> watchers_;
+  std::shared_ptr<detail::UvmWatcherHub> watchers_;
 
   std::atomic<bool> accepting_{false};
   std::atomic<int> active_submits_{0};

@@ -1,31 +1,29 @@
-// The settings a TransferEngineBuilder records.
+// What the engine core runs with: the settings of TransferEngineBuilder after validation and
+// environment overrides, the domains to open per group, and the factory that opens them.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <optional>
-#include <string>
 #include <vector>
 
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/health.h"
+#include "fabric_lib/idle_policy.h"
+#include "fabric_lib/imm_counter.h"
+#include "transport/domain_factory.h"
 
-namespace fabric_lib {
+namespace fabric_lib::detail {
 
-struct TransferEngineBuilder::Options {
-  std::string provider = "tcp";
-  size_t domains_per_group = 1;
-  size_t groups = 1;
-  std::vector<std::string> interfaces;
-  std::map<size_t, std::vector<std::string>> group_interfaces;
+struct EngineOptions {
+  std::vector<std::vector<transport::DomainSpec>> groups;  // the domains of each group
+  transport::DomainFactory open_domain;
   std::map<size_t, int> worker_cpus;
   int watcher_cpu = -1;  // -1: the UVM watcher thread is not pinned
   IdlePolicy idle_policy = IdlePolicy::kAdaptive;
   size_t max_inflight_per_domain = 0;  // 0 = provider's
   size_t max_message_bytes = 64 * 1024;
   size_t imm_table_capacity = ImmCounter::kDefaultCapacity;
-  uint64_t reorder_seed = 0;
   bool record_submit_latency = false;
   std::chrono::nanoseconds default_timeout{0};
   std::chrono::nanoseconds stall_timeout{std::chrono::seconds(10)};
@@ -33,6 +31,8 @@ struct TransferEngineBuilder::Options {
   std::chrono::nanoseconds probe_interval{0};
   uint32_t probe_misses = 3;
   HealthCallback on_health_event;
+
+  size_t domains_per_group() const { return groups.empty() ? 0 : groups[0].size(); }
 };
 
-}  // namespace fabric_lib
+}  // namespace fabric_lib::detail

@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "core/idle_waiter.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "core/peer_group_data.h"
-#include "transport/watch/watched_domain.h"
+#include "transport/guard/guarded_domain.h"
 
 namespace fabric_lib::detail {
 namespace {
@@ -30,7 +30,7 @@ Status pin_to_cpu(int cpu) {
 
 }  // namespace
 
-GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCounter& imms, CompletionDispatcher& dispatcher,
+GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, CompletionDispatcher& dispatcher,
                          StatCounters& stats)
     : config_(std::move(config)),
       imms_(imms),
@@ -90,13 +90,13 @@ Status GroupWorker::run_sync(std::function<Status(GroupWorker&)> fn) {
 
 Status GroupWorker::open_domains() {
   for (const transport::DomainSpec& spec : config_.domains) {
-    Result<std::unique_ptr<transport::Domain>> opened = transport::open_domain(spec);
+    Result<std::unique_ptr<transport::Domain>> opened = config_.open_domain(spec);
     if (!opened.ok()) {
       return Status(opened.status().code(), "group " + std::to_string(config_.group) + ", domain " +
                                                 std::to_string(domains_.size()) + ": " + opened.status().message());
     }
     DomainState state;
-    state.domain = std::make_unique<transport::WatchedDomain>(std::move(opened).value(), watch_);
+    state.domain = std::make_unique<transport::GuardedDomain>(std::move(opened).value(), guard_);
     const transport::DomainInfo& info = state.domain->info();
     state.max_inflight = info.max_inflight;
     if (config_.max_inflight_per_domain > 0) state.max_inflight = std::min(state.max_inflight, config_.max_inflight_per_domain);
@@ -157,8 +157,8 @@ bool GroupWorker::accept_requests() {
   const int64_t now = n ? monotonic_ns() : 0;
   for (size_t i = 0; i < n; ++i) {
     Request* r = batch[i];
-    live_.insert(r);
-    if (r->deadline_ns) deadlines_.push({r->deadline_ns, r, r->id});
+    live_.emplace(r->id, r);
+    if (r->deadline_ns) deadlines_.schedule(r->deadline_ns, {r, r->id});
     if (r->kind == RequestKind::kSend) {
       r->target_peers = {&peers_.for_main_address(r->send_to.bytes())};
       maybe_retry_peer(*r->target_peers[0], now);
@@ -351,10 +351,35 @@ void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
   maybe_finish(r);
 }
 
+Status GroupWorker::cancel(uint64_t id) {
+  while (accept_requests()) {  // a request still in the inbox is cancelled too
+  }
+  auto it = live_.find(id);
+  if (it == live_.end() || it->second->delivered) {
+    return not_found("request " + std::to_string(id) + " is not in flight (it completed, or was never submitted)");
+  }
+  Request* r = it->second;
+  // Its first outcome wins: a request that already failed keeps that error.
+  r->fail(cancelled("request " + std::to_string(id) + " cancelled"));
+  // WRs not yet posted are dropped now; posted ones complete (and are absorbed) before it ends.
+  for (DomainState& ds : domains_) {
+    for (auto s = ds.streams.begin(); s != ds.streams.end();) {
+      if (s->request != r) {
+        ++s;
+        continue;
+      }
+      r->unposted -= s->end - s->next;
+      s = ds.streams.erase(s);
+    }
+  }
+  maybe_finish(r);
+  return ok_status();
+}
+
 void GroupWorker::maybe_finish(Request* r) {
   if (r->unposted != 0 || r->inflight != 0) return;
   if (!r->delivered) deliver(r, r->failed ? r->error : ok_status());
-  live_.erase(r);
+  live_.erase(r->id);
   delete r;
 }
 
@@ -388,7 +413,7 @@ void GroupWorker::shutdown() {
   while (accept_requests()) {
   }
   const Status why = cancelled("engine stopped");
-  for (Request* r : live_) {
+  for (auto& [id, r] : live_) {
     if (!r->delivered) deliver(r, why);
   }
   for (const auto& pool : recv_pools_) {
@@ -403,7 +428,7 @@ void GroupWorker::shutdown() {
   }
   raw_domains_.clear();
   control_.clear();
-  for (Request* r : live_) delete r;
+  for (auto& [id, r] : live_) delete r;
   live_.clear();
 }
 

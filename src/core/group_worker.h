@@ -11,18 +11,20 @@
 #include <optional>
 #include <queue>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "base/deadline_queue.h"
 #include "core/completion_dispatcher.h"
+#include "core/imm_count_table.h"
 #include "core/message_buffers.h"
 #include "core/peer_registry.h"
 #include "core/worker_inbox.h"
-#include "fabric_lib/imm_counter.h"
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/health.h"
+#include "fabric_lib/idle_policy.h"
 #include "transport/domain_factory.h"
-#include "transport/watch/provider_call_watch.h"
+#include "transport/guard/provider_call_guard.h"
 
 namespace fabric_lib::detail {
 
@@ -43,6 +45,7 @@ struct StatCounters {
 struct GroupWorkerConfig {
   size_t group = 0;
   std::vector<transport::DomainSpec> domains;
+  transport::DomainFactory open_domain;
   std::optional<int> cpu;
   IdlePolicy idle_policy = IdlePolicy::kAdaptive;
   size_t max_inflight_per_domain = 0;  // 0 = provider's
@@ -56,7 +59,7 @@ struct GroupWorkerConfig {
 
 class GroupWorker {
  public:
-  GroupWorker(GroupWorkerConfig config, ImmCounter& imms, CompletionDispatcher& dispatcher, StatCounters& stats);
+  GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, CompletionDispatcher& dispatcher, StatCounters& stats);
   ~GroupWorker();
   GroupWorker(const GroupWorker&) = delete;
   GroupWorker& operator=(const GroupWorker&) = delete;
@@ -77,8 +80,8 @@ class GroupWorker {
 
   // --- stuck provider calls (provider_watchdog.h) ---
   // Brackets every provider call of this worker's thread.
-  transport::ProviderCallWatch& call_watch() { return *watch_; }
-  // Watchdog thread, after call_watch().try_abandon() succeeded: the worker thread is frozen
+  transport::ProviderCallGuard& call_guard() { return *guard_; }
+  // Watchdog thread, after call_guard().try_abandon() succeeded: the worker thread is frozen
   // inside a provider call for good. Fails every request it held and every one still queued with
   // `why`, answers its commands, and makes stop() leave the thread behind instead of joining it.
   void take_over_stuck(const Status& why);
@@ -100,6 +103,10 @@ class GroupWorker {
   Status resolve_all_paths(PeerEntry& peer);
   void forget_peer(const MrDesc& desc);
   Status add_recv_pool(std::shared_ptr<RecvPool> pool);
+  // Cancels request `id` (TransferEngine::cancel): its unposted WRs are dropped, its posted ones
+  // awaited, then it completes with Cancelled (or the error it had already met). NotFound when it
+  // is not in flight.
+  Status cancel(uint64_t id);
   std::vector<PeerStatus> peer_status();
   // Submit-call-to-first-WR-posted latencies recorded so far (ns); clears them.
   std::vector<uint32_t> take_submit_latencies() { return std::exchange(submit_latencies_, {}); }
@@ -119,11 +126,10 @@ class GroupWorker {
     // them forever) must not take the whole endpoint with it.
     size_t max_inflight_per_path = 0;
   };
+  // A request's deadline: still its own when the request is live with the same id.
   struct DeadlineEntry {
-    int64_t deadline_ns;
     Request* request;
     uint64_t id;
-    bool operator>(const DeadlineEntry& o) const { return deadline_ns > o.deadline_ns; }
   };
 
   // group_worker.cc: the loop, accepting, posting, polling, finishing.
@@ -166,7 +172,7 @@ class GroupWorker {
   void repost(RecvSlot* slot) { recvs_to_post_.push_back(slot); }
 
   GroupWorkerConfig config_;
-  ImmCounter& imms_;
+  ImmCountTable& imms_;
   CompletionDispatcher& dispatcher_;
   StatCounters& stats_;
   std::shared_ptr<WorkerInbox> inbox_;
@@ -174,7 +180,7 @@ class GroupWorker {
   std::promise<void> exited_;  // set as the thread ends
   std::future<void> exited_future_ = exited_.get_future();
   std::atomic<bool> stop_requested_{false};
-  std::shared_ptr<transport::ProviderCallWatch> watch_ = std::make_shared<transport::ProviderCallWatch>();
+  std::shared_ptr<transport::ProviderCallGuard> guard_ = std::make_shared<transport::ProviderCallGuard>();
   std::atomic<bool> abandoned_{false};
   Status abandon_reason_;  // written before abandoned_ is set
   std::atomic<uint32_t> next_start_{0};
@@ -185,8 +191,8 @@ class GroupWorker {
   std::vector<transport::DomainInfo> infos_;
   PeerRegistry peers_;
   WrRecordPool records_;
-  std::unordered_set<Request*> live_;
-  std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
+  std::unordered_map<uint64_t, Request*> live_;  // by TransferId
+  DeadlineQueue<DeadlineEntry> deadlines_;
   int64_t next_sweep_ns_ = 0;
   SendSlots send_slots_;
   std::vector<std::shared_ptr<RecvPool>> recv_pools_;

@@ -1,6 +1,6 @@
 // GroupWorker: deadlines, path and peer failure, stall detection, recovery, and health status.
 //
-// The rule (README "Failure semantics"): when a path (local domain d <-> the peer's domain d)
+// The rule (docs/failure-semantics.md, "Paths and peers"): when a path (local domain d <-> the peer's domain d)
 // fails, the WRs already handed to the provider on it are not re-posted — we cannot know
 // whether they landed, and a second copy would count its imm twice — so their requests fail
 // (DomainDown, or PeerUnreachable when no path is left). WRs not yet posted that were planned
@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "core/group_worker.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace fabric_lib::detail {
 namespace {
@@ -23,10 +23,9 @@ std::string ms_text(int64_t ns) { return std::to_string(ns / 1'000'000) + " ms";
 
 bool GroupWorker::expire_deadlines(int64_t now) {
   bool any = false;
-  while (!deadlines_.empty() && deadlines_.top().deadline_ns <= now) {
-    const DeadlineEntry e = deadlines_.top();
-    deadlines_.pop();
-    if (!live_.count(e.request) || e.request->id != e.id || e.request->delivered) continue;
+  deadlines_.pop_due(now, [&](const DeadlineEntry& e) {
+    auto it = live_.find(e.id);
+    if (it == live_.end() || it->second != e.request || e.request->delivered) return;  // moved on
     Request* r = e.request;
     if (!r->failed) r->fail(Status(ErrorCode::kDeadlineExceeded, "request passed its deadline"));
     stats_.deadlines_exceeded.fetch_add(1, std::memory_order_relaxed);
@@ -34,7 +33,7 @@ bool GroupWorker::expire_deadlines(int64_t now) {
     // until the request's last WR is accounted for.
     deliver(r, r->error);
     any = true;
-  }
+  });
   return any;
 }
 
@@ -173,7 +172,7 @@ void GroupWorker::report(const PeerEntry& peer, int domain, bool up, const Statu
 
 int64_t GroupWorker::next_timer_ns(int64_t now) const {
   int64_t next = now + kIdleHorizonNs;
-  if (!deadlines_.empty()) next = std::min(next, deadlines_.top().deadline_ns);
+  if (std::optional<int64_t> due = deadlines_.next_ns()) next = std::min(next, *due);
   bool inflight = false;
   for (const DomainState& ds : domains_) inflight |= ds.inflight > 0;
   bool pending = inflight;

@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "core/group_worker.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace fabric_lib::detail {
 namespace {
@@ -11,6 +11,11 @@ constexpr size_t kSendSlots = 64;
 
 transport::PostResult GroupWorker::post_send(Request& r, WrRecord* record, transport::PeerHandle peer, Status* error) {
   transport::Domain& domain = *domains_[0].domain;
+  if (r.src) {  // from the caller's registered memory, without a copy
+    transport::SendWr wr{r.src->ptr + r.send_offset, r.send_length, r.src->domain_mrs[0].desc, peer,
+                         reinterpret_cast<uint64_t>(record)};
+    return domain.post_send(wr, error);
+  }
   if (!send_slots_.ready()) {
     Status s = send_slots_.init(domain, kSendSlots, config_.max_message_bytes);
     if (!s.ok()) {
@@ -43,8 +48,8 @@ bool GroupWorker::post_recvs_pending() {
   size_t posted = 0;
   while (!recvs_to_post_.empty()) {
     RecvSlot* slot = recvs_to_post_.back();
-    const BufferBlock& block = slot->pool->block;
-    transport::RecvWr wr{block.slot(slot->index), block.slot_bytes, block.mr.desc, reinterpret_cast<uint64_t>(slot)};
+    const RecvPool& pool = *slot->pool;
+    transport::RecvWr wr{pool.slot(slot->index), pool.slot_bytes, pool.desc, reinterpret_cast<uint64_t>(slot)};
     Status error;
     const transport::PostResult result = domains_[0].domain->post_recv(wr, &error);
     if (result == transport::PostResult::kAgain) break;
@@ -73,10 +78,10 @@ void GroupWorker::on_recv(RecvSlot* slot, const transport::Event& ev) {
     return;
   }
   stats_.messages_received.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t length = std::min<uint64_t>(ev.length, owner->block.slot_bytes);
+  const uint64_t length = std::min<uint64_t>(ev.length, owner->slot_bytes);
   // The buffer goes back to the worker only after the callback has read it.
   dispatcher_.post([owner, slot, length, inbox = inbox_, this] {
-    owner->on_recv(std::span<const uint8_t>(owner->block.slot(slot->index), length));
+    owner->on_recv(std::span<const uint8_t>(owner->slot(slot->index), length));
     inbox->post([this, slot](bool alive) {
       if (alive) repost(slot);
     });

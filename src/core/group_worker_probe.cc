@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "core/group_worker.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "core/probe_message.h"
 
 namespace fabric_lib::detail {

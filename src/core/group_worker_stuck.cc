@@ -1,16 +1,16 @@
 // GroupWorker: taking over from a worker thread stuck inside a provider call (provider_watchdog.h).
 #include "core/group_worker.h"
-#include "core/log.h"
+#include "base/log.h"
 
 namespace fabric_lib::detail {
 
 void GroupWorker::take_over_stuck(const Status& why) {
-  // The worker thread is frozen at a provider-call boundary (ProviderCallWatch): its requests,
+  // The worker thread is frozen at a provider-call boundary (ProviderCallGuard): its requests,
   // receive pools and queues are consistent and no longer change under us.
   abandon_reason_ = why;
   abandoned_.store(true, std::memory_order_seq_cst);
   FL_LOG_ERROR("group {}: {}", config_.group, why.to_string());
-  for (Request* r : live_) {
+  for (auto& [id, r] : live_) {
     if (!r->delivered) deliver(r, why);
   }
   for (const auto& pool : recv_pools_) {

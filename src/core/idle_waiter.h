@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/worker_inbox.h"
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/idle_policy.h"
 #include "transport/domain.h"
 
 namespace fabric_lib::detail {

@@ -4,9 +4,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/requests.h"
 #include "transport/domain.h"
 
 namespace fabric_lib::detail {
@@ -50,11 +51,19 @@ struct RecvSlot {
   size_t index = 0;
 };
 
+// Receive buffers of equal size: the engine's own (post_recvs: `owned`) or a range of a caller's
+// registered region (post_recvs_into: `region` keeps its registration open).
 struct RecvPool {
-  BufferBlock block;
+  BufferBlock owned;
+  std::shared_ptr<const void> region;
+  uint8_t* base = nullptr;
+  size_t slot_bytes = 0;
+  void* desc = nullptr;  // the local descriptor of the memory on domain 0
   RecvCallback on_recv;
   RecvErrorCallback on_error;
   std::vector<RecvSlot> slots;
+
+  uint8_t* slot(size_t i) const { return base + i * slot_bytes; }
 };
 
 }  // namespace fabric_lib::detail

@@ -25,6 +25,8 @@ struct MrEntry {
   MemoryKind kind = MemoryKind::kHost;
   std::vector<transport::DomainMr> domain_mrs;  // one per domain of the group
   MrDesc desc;
+  // Set by unregister_memory: holders (prepared requests) refuse new submits from then on.
+  std::atomic<bool> unregistered{false};
 };
 
 class MrRegistry {

@@ -1,19 +1,22 @@
-// What a PeerGroup holds: its descriptors and, per domain, their resolved peer handles.
+// What a PeerGroup (fabric_lib/peer_group.h) holds: its descriptors and, per descriptor, the peer
+// entry its group's worker resolved (every path inserted ahead of time).
 #pragma once
 
 #include <vector>
 
 #include "fabric_lib/memory.h"
-#include "transport/domain.h"
+#include "fabric_lib/peer_group.h"
 
-namespace fabric_lib::detail {
+namespace fabric_lib {
 
+namespace detail {
 struct PeerEntry;
+}
 
-struct PeerGroupData {
+struct PeerGroup::Data {
   size_t group = 0;
   std::vector<MrDesc> descs;
-  std::vector<PeerEntry*> peers;  // resolved by the owning group's worker
+  std::vector<detail::PeerEntry*> peers;  // owned by the group's worker
 };
 
-}  // namespace fabric_lib::detail
+}  // namespace fabric_lib

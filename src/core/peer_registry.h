@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "fabric_lib/status.h"
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/health.h"
+#include "fabric_lib/memory.h"
+#include "base/slab_pool.h"
 #include "transport/domain.h"
 
 namespace fabric_lib::detail {
@@ -54,25 +56,8 @@ class WrList {
   WrRecord* head_ = nullptr;
 };
 
-class WrRecordPool {
- public:
-  WrRecord* acquire() {
-    if (free_.empty()) {
-      blocks_.push_back(std::make_unique<WrRecord[]>(kBlock));
-      for (size_t i = 0; i < kBlock; ++i) free_.push_back(&blocks_.back()[i]);
-    }
-    WrRecord* r = free_.back();
-    free_.pop_back();
-    *r = WrRecord{};
-    return r;
-  }
-  void release(WrRecord* r) { free_.push_back(r); }
-
- private:
-  static constexpr size_t kBlock = 512;
-  std::vector<std::unique_ptr<WrRecord[]>> blocks_;
-  std::vector<WrRecord*> free_;
-};
+// WR records come from a SlabPool (base/slab_pool.h): their addresses travel as WR contexts.
+using WrRecordPool = SlabPool<WrRecord, 512>;
 
 struct Path {
   std::vector<uint8_t> address;  // the peer's domain address (empty: not known yet)

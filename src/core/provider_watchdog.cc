@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace fabric_lib::detail {
 
@@ -42,14 +42,14 @@ void ProviderWatchdog::check(Watched& w, int64_t now) {
     w.worker->fail_orphans();  // a submit may have raced with the take-over
     return;
   }
-  const uint64_t sample = w.worker->call_watch().sample();
+  const uint64_t sample = w.worker->call_guard().sample();
   if (sample != w.last_sample || (sample & 1) == 0) {
     w.last_sample = sample;
     w.since_ns = now;
     return;
   }
   if (now - w.since_ns < timeout_ns_) return;
-  if (!w.worker->call_watch().try_abandon(sample)) return;  // the call just returned
+  if (!w.worker->call_guard().try_abandon(sample)) return;  // the call just returned
   stats_.groups_abandoned.fetch_add(1, std::memory_order_relaxed);
   const auto seconds = std::to_string((now - w.since_ns) / 1'000'000'000.0);
   w.worker->take_over_stuck(Status(ErrorCode::kProviderError,

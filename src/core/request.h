@@ -6,7 +6,9 @@
 #include <memory>
 #include <vector>
 
+#include "base/clock.h"
 #include "core/mr_registry.h"
+#include "core/peer_group_data.h"
 #include "core/shard_planner.h"
 #include "fabric_lib/completion.h"
 #include "fabric_lib/memory.h"
@@ -14,13 +16,7 @@
 
 namespace fabric_lib::detail {
 
-struct PeerGroupData;
 struct PeerEntry;
-
-inline int64_t monotonic_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 enum class RequestKind : uint8_t { kWrite, kSend };
 
@@ -32,15 +28,18 @@ struct Request {
   // kWrite: source region (null for imm-only), destinations, imm, and the plan.
   std::shared_ptr<MrEntry> src;
   std::vector<MrDesc> targets;                  // destinations, indexed by WrPlan::target
-  std::shared_ptr<const PeerGroupData> group;   // pre-resolved destinations instead of `targets`
+  std::shared_ptr<const PeerGroup::Data> group;  // pre-resolved destinations instead of `targets`
   std::vector<PeerEntry*> target_peers;         // the peer of each target (set by the worker)
   bool has_imm = false;
   uint32_t imm = 0;
   std::vector<planner::WrPlan> wrs;             // sorted by domain
   std::vector<uint32_t> domain_begin;           // wrs of domain d: [domain_begin[d], domain_begin[d+1])
 
-  // kSend
+  // kSend: a copy of the message, or (src set) `send_length` bytes at `send_offset` of the
+  // registered source region, sent from where they are.
   std::vector<uint8_t> message;
+  uint64_t send_offset = 0;
+  uint64_t send_length = 0;
   DomainAddress send_to;
   int send_slot = -1;
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "fabric_lib/prepared.h"
+
 namespace fabric_lib::planner {
 namespace {
 uint64_t div_up(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
@@ -88,33 +90,49 @@ void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std
   }
 }
 
-void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
+void plan_page_list(std::span<const uint32_t> src_pages, std::span<const uint32_t> dst_pages, const PageGeometry& g,
+                    const Route& route, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
   std::vector<PageRun> runs;
-  plan_pages(request.src_pages.size(), request.route, domains, start, runs);
-  out.reserve(out.size() + request.src_pages.size());
+  plan_pages(src_pages.size(), route, domains, start, runs);
+  out.reserve(out.size() + src_pages.size());
   for (const PageRun& run : runs) {
     for (uint32_t i = run.begin; i < run.end; ++i) {
-      out.push_back({run.domain, 0, request.src_offset + uint64_t{request.src_pages[i]} * request.src_stride,
-                     request.dst_offset + uint64_t{request.dst_pages[i]} * request.dst_stride, request.page_length});
+      out.push_back({run.domain, 0, g.src_offset + uint64_t{src_pages[i]} * g.src_stride,
+                     g.dst_offset + uint64_t{dst_pages[i]} * g.dst_stride, g.page_length});
+    }
+  }
+}
+
+void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
+  plan_page_list(request.src_pages, request.dst_pages,
+                 {request.page_length, request.src_stride, request.dst_stride, request.src_offset, request.dst_offset},
+                 request.route, domains, start, out);
+}
+
+void plan_scatter_pieces(std::span<const ScatterPiece> targets, ScatterSharding sharding, const Route& route,
+                         size_t domains, uint32_t start, std::vector<WrPlan>& out) {
+  std::vector<WritePiece> pieces;
+  for (const ScatterPiece& target : targets) {
+    pieces.clear();
+    if (sharding == ScatterSharding::kByBytes) {
+      plan_contiguous(target.length, route, domains, start + target.target, pieces);
+    } else {
+      plan_contiguous(target.length, Pinned{domain_of(target.target, route, domains, start)}, domains, 0, pieces);
+    }
+    for (const WritePiece& p : pieces) {
+      out.push_back({p.domain, target.target, target.src_offset + p.offset, target.dst_offset + p.offset, p.length});
     }
   }
 }
 
 void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  std::vector<WritePiece> pieces;
+  std::vector<ScatterPiece> pieces;
+  pieces.reserve(request.targets.size());
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
-    pieces.clear();
-    if (request.sharding == ScatterSharding::kByBytes) {
-      plan_contiguous(target.length, request.route, domains, start + static_cast<uint32_t>(t), pieces);
-    } else {
-      plan_contiguous(target.length, Pinned{domain_of(t, request.route, domains, start)}, domains, 0, pieces);
-    }
-    for (const WritePiece& p : pieces) {
-      out.push_back({p.domain, static_cast<uint32_t>(t), target.src_offset + p.offset, target.dst_offset + p.offset,
-                     p.length});
-    }
+    pieces.push_back({static_cast<uint32_t>(t), target.length, target.src_offset, target.dst_offset});
   }
+  plan_scatter_pieces(pieces, request.sharding, request.route, domains, start, out);
 }
 
 void plan_imm_only(size_t peers, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
@@ -124,3 +142,30 @@ void plan_imm_only(size_t peers, size_t domains, uint32_t start, std::vector<WrP
 }
 
 }  // namespace fabric_lib::planner
+
+// --- imm_count_of() (fabric_lib/requests.h): the receiver's side of the same rules -------------
+namespace fabric_lib {
+
+uint64_t imm_count_of_write(uint64_t length, const Route& route, size_t domains) {
+  return planner::count_contiguous(length, route, domains);
+}
+
+uint64_t imm_count_of(const WriteRequest& request, size_t domains) {
+  return request.imm ? imm_count_of_write(request.length, request.route, domains) : 0;
+}
+
+uint64_t imm_count_of(const PagedWriteRequest& request, size_t /*domains*/) {
+  return request.imm ? request.src_pages.size() : 0;
+}
+
+uint64_t imm_count_of_scatter_target(uint64_t length, ScatterSharding sharding, const Route& route, size_t domains) {
+  if (sharding == ScatterSharding::kByBytes) return imm_count_of_write(length, route, domains);
+  return imm_count_of_write(length, Pinned{0}, domains);
+}
+
+uint64_t imm_count_of(const ScatterRequest& request, size_t target_index, size_t domains) {
+  if (!request.imm || target_index >= request.targets.size()) return 0;
+  return imm_count_of_scatter_target(request.targets[target_index].length, request.sharding, request.route, domains);
+}
+
+}  // namespace fabric_lib

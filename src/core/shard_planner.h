@@ -1,10 +1,12 @@
-// Sharding rules (DESIGN.md section 5): how one request is split over the domains of a group.
+// Sharding rules (DESIGN.md section 5): how one request is split over the domains of a group,
+// and imm_count_of() (fabric_lib/requests.h), defined in shard_planner.cc beside them.
 // The same functions decide what the engine posts and what imm_count_of() reports, so the
 // sender's WRs and the receiver's expectation cannot disagree.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "fabric_lib/requests.h"
@@ -59,6 +61,26 @@ struct WrPlan {
 void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
 void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
 void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
+
+// The same plans from their parts, for prepared requests (fabric_lib/prepared.h).
+struct PageGeometry {
+  uint64_t page_length = 0;
+  uint64_t src_stride = 0;
+  uint64_t dst_stride = 0;
+  uint64_t src_offset = 0;
+  uint64_t dst_offset = 0;
+};
+void plan_page_list(std::span<const uint32_t> src_pages, std::span<const uint32_t> dst_pages, const PageGeometry& g,
+                    const Route& route, size_t domains, uint32_t start, std::vector<WrPlan>& out);
+// One destination of a scatter: its index (WrPlan::target, and the rotation of kByPeer) and bytes.
+struct ScatterPiece {
+  uint32_t target = 0;
+  uint64_t length = 0;
+  uint64_t src_offset = 0;
+  uint64_t dst_offset = 0;
+};
+void plan_scatter_pieces(std::span<const ScatterPiece> pieces, ScatterSharding sharding, const Route& route,
+                         size_t domains, uint32_t start, std::vector<WrPlan>& out);
 // One zero-length WR per peer (imm-only and barrier), peers rotating over domains.
 void plan_imm_only(size_t peers, size_t domains, uint32_t start, std::vector<WrPlan>& out);
 

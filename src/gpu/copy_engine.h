@@ -1,38 +1,64 @@
-// Device-to-host copies for staging GPU sources (staging_domain.h), behind an interface so the
-// staging logic runs, and is tested, without a GPU. cuda_copy_engine.h has the real one.
+// CopyEngine: the one interface through which transports move bytes asynchronously between
+// memories without the network — the same-host IPC backend's writes into another process's
+// memory, and the staging decorator's copies of GPU sources into pinned host buffers. Behind an
+// interface so the callers' bookkeeping (ops, imms, events) is the same for every kind of memory
+// and runs, and is tested, without a GPU. Implementations:
+//   - CudaCopyEngine (cuda_copy_engine.h, CUDA builds): cudaMemcpyAsync, batched copies or a
+//     page-copy kernel on a pool of streams per device, into any pointer of this process (a CUDA
+//     IPC mapping of a peer's GPU memory, or pinned host memory);
+//   - HostCopyEngine (transport/ipc/host_copy_engine.h): host memory into another process's host
+//     memory with process_vm_writev (cross-memory attach).
+// A copy is "done" only when its bytes are in the target's memory: the IPC backend pushes a
+// WRITE's imm after that, which is how data-before-imm holds.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <memory>
+#include <vector>
 
+#include "fabric_lib/memory.h"
 #include "fabric_lib/status.h"
 
 namespace fabric_lib::gpu {
 
-class CopyEngine {
- public:
-  using Token = uint64_t;
-  enum class State : uint8_t { kPending, kDone, kFailed };
-
-  virtual ~CopyEngine() = default;
-
-  // Page-locked host memory for bounce buffers (the DMA engine copies into it directly).
-  virtual Result<void*> alloc_host(size_t bytes) = 0;
-  virtual void free_host(void* p) = 0;
-  // The CUDA device that owns GPU memory at `ptr` (for the copy's stream).
-  virtual Result<int> device_of(const void* ptr) = 0;
-  // Starts copying `length` bytes from GPU memory `src` (on `device`) to host memory `dst`.
-  // Copies started on one device run in the order they were started.
-  virtual Result<Token> start_copy(void* dst, const void* src, size_t length, int device) = 0;
-  // Whether the copy finished. kDone and kFailed (with *error) retire the token.
-  virtual State poll(Token token, Status* error) = 0;
-  // Waits for every started copy (before bounce buffers are freed).
-  virtual void synchronize() = 0;
+struct CopyRequest {
+  uint64_t op = 0;                 // the caller's id, reported back in CopyDone
+  const void* src = nullptr;
+  MemoryKind src_kind = MemoryKind::kHost;
+  int src_device = -1;             // kCuda sources: the CUDA device
+  uint64_t length = 0;
+  // Targets in another process's host memory (HostCopyEngine): its pid and virtual address.
+  uint32_t dst_pid = 0;
+  uint64_t dst_addr = 0;
+  // Targets addressable in this process (CudaCopyEngine): GPU memory mapped with CUDA IPC, or
+  // pinned host memory; the copy runs on a stream of `dst_device`.
+  void* dst_ptr = nullptr;
+  MemoryKind dst_kind = MemoryKind::kCuda;
+  int dst_device = -1;
 };
 
-// Makes a copy engine when a domain first stages (CUDA is initialised only then).
-using CopyEngineFactory = std::function<Result<std::unique_ptr<CopyEngine>>()>;
+struct CopyDone {
+  uint64_t op = 0;
+  Status status;  // ok: every byte is in the target's memory
+};
+
+enum class CopySubmit : uint8_t {
+  kAccepted,  // the copy will be reported exactly once by progress()
+  kAgain,     // full: call progress(), then submit again
+  kFailed,    // refused (error filled in); nothing will be reported
+};
+
+class CopyEngine {
+ public:
+  virtual ~CopyEngine() = default;
+  virtual CopySubmit submit(const CopyRequest& request, Status* error) = 0;
+  // Starts what was submitted, moves copies along and appends the finished ones. Copies may
+  // finish in any order.
+  virtual void progress(std::vector<CopyDone>& done) = 0;
+  // Copies accepted and not yet reported.
+  virtual size_t inflight() const = 0;
+  // Before the caller frees buffers or closes: waits for copies already running (bounded by
+  // their size) and reports nothing more.
+  virtual void drain() = 0;
+};
 
 }  // namespace fabric_lib::gpu

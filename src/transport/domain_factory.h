@@ -1,31 +1,25 @@
-// Opens a Domain of the right backend for a provider string. The only place that knows every
-// backend; core uses the Domain interface alone.
+// How core opens domains without knowing any backend: it is handed a DomainFactory (the engine
+// layer's backend factory, src/engine/backend_factory.h, or a test's own) and calls it on each
+// group's worker thread, after pinning, once per domain.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "transport/domain.h"
 
 namespace fabric_lib::transport {
 
+// What to open as domain `index` of group `group`.
 struct DomainSpec {
-  std::string provider;        // libfabric provider string
-  std::string interface_name;  // empty = backend default
-  uint64_t reorder_seed = 0;   // != 0: wrap in a ReorderingDomain (testing)
+  std::string provider;        // provider string as configured ("tcp", "efa", "ipc", ...)
+  std::string interface_name;  // NIC / fabric name; empty = the backend's default
+  size_t group = 0;
+  size_t index = 0;
 };
 
-Result<std::unique_ptr<Domain>> open_domain(const DomainSpec& spec);
-
-// Testing only (fault injection): every domain opened from now on is passed through `decorate`
-// before use; an empty function turns it off.
-using DomainDecorator = std::function<std::unique_ptr<Domain>(std::unique_ptr<Domain>)>;
-void set_domain_decorator_for_testing(DomainDecorator decorate);
-
-// NIC names to use by default for `provider`, in order: every RDMA device for efa/verbs, the
-// first non-loopback interface for socket providers (loopback only when nothing else exists).
-Result<std::vector<std::string>> default_interfaces(const std::string& provider);
+using DomainFactory = std::function<Result<std::unique_ptr<Domain>>(const DomainSpec& spec)>;
 
 }  // namespace fabric_lib::transport

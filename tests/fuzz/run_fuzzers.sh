@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=${2:-$(mktemp -d)}
 mkdir -p "$work"
-codec_sources=("$root/src/core/mr_desc.cc" "$root/src/core/domain_address.cc" "$root/src/core/status.cc" "$root/src/core/probe_message.cc")
+codec_sources=("$root/src/base/mr_desc.cc" "$root/src/base/domain_address.cc" "$root/src/base/status.cc" "$root/src/core/probe_message.cc")
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root/include" -I"$root/src")
 total=0
 for target in mr_desc domain_address probe_message; do

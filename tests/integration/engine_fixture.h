@@ -39,7 +39,7 @@ struct SourceBuffer {
 
 // Stops an engine when it goes out of scope. Declare it after the buffers a test's requests
 // use: a request that ended by deadline or by a failed path may still have WRs reading them
-// until the engine stops (README, "Failure semantics").
+// until the engine stops (docs/failure-semantics.md).
 class StopEngineFirst {
  public:
   explicit StopEngineFirst(TransferEngine* engine) : engine_(engine) {}

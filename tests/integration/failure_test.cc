@@ -110,7 +110,7 @@ TEST_P(FailureTest, RemoteMisuseFailsOnWriterAndLeavesTargetIntact) {
       EXPECT_TRUE(agent.expect_imms(97, 1));
       EXPECT_EQ(agent.call("zero"), "ok");
     } else {
-      // Documented provider limitation (README): shm and udp;ofi_rxd wedge the connection to a
+      // Documented provider limitation (docs/failure-semantics.md, "Bad remote use"): shm and udp;ofi_rxd wedge the connection to a
       // peer after a rejected write; a new peer process is needed.
       EXPECT_NE(GetParam().provider.rfind("tcp", 0), 0u) << "tcp must recover";
       break;
@@ -150,7 +150,7 @@ TEST_P(FailureTest, KilledTargetFailsPendingWritesOnceAndARestartedOneWorks) {
   out.expect_exactly_once();
   // shm (libfabric 1.17) may instead get stuck for good inside fi_writedata, spinning on a lock the
   // killed process held in its shared memory; the watchdog then gives the group up and its
-  // requests fail with ProviderError (README, "Failure semantics").
+  // requests fail with ProviderError (docs/failure-semantics.md).
   const bool given_up = (*engine)->stats().groups_abandoned > 0;
   EXPECT_EQ(out.count(ErrorCode::kOk) + out.count(ErrorCode::kPeerUnreachable) + out.count(ErrorCode::kDomainDown) +
                 out.count(ErrorCode::kProviderError),
@@ -178,7 +178,7 @@ TEST_P(FailureTest, KilledTargetFailsPendingWritesOnceAndARestartedOneWorks) {
   }
   // A restarted target (a new process, a new address) works with the same engine — except on
   // shm, whose endpoint keeps a dead peer's operations forever in libfabric 1.17 and refuses new
-  // ones (README, "Failure semantics"): there a request fails cleanly and a new engine is needed.
+  // ones (docs/failure-semantics.md): there a request fails cleanly and a new engine is needed.
   agent = std::make_unique<AgentProcess>(GetParam(), region);
   ASSERT_TRUE(agent->started());
   const bool shm = GetParam().provider == "shm";

@@ -221,7 +221,7 @@ INSTANTIATE_TEST_SUITE_P(Rxd, RandomLossTest,
                          [](const auto& info) { return info.param.name; });
 
 // One of four domains cut (its veth pair dropped by nftables) during a stream of large sharded
-// writes. Rule (README "Failure semantics"): WRs already posted on the failed path fail their
+// writes. Rule (docs/failure-semantics.md, "Paths and peers"): WRs already posted on the failed path fail their
 // request with DomainDown; shards not yet posted go through the surviving domains and still
 // carry their imm. So requests either succeed with all imm_count_of() imms counted and their
 // bytes in place, or fail with DomainDown and the receiver's expectation for them ends by its

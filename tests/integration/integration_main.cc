@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "support/agent.h"
 #include "support/peer_agent.h"
 
 int main(int argc, char** argv) {

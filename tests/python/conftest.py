@@ -15,7 +15,7 @@ import arrays  # noqa: E402
 import fabric_lib as fl  # noqa: E402
 from peer import Peer, engine_options  # noqa: E402
 
-PROVIDERS = ["tcp", "shm", "nvlink"]
+PROVIDERS = ["tcp", "shm", "ipc"]
 
 _imm_values = itertools.count(1000 + os.getpid() % 1000 * 1000)
 

@@ -1,4 +1,4 @@
-"""The Python example of README.md runs as written (two processes, a numpy array, imm 42)."""
+"""The Python example of docs/python.md runs as written (two processes, a numpy array, imm 42)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import re
 import subprocess
 import sys
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+README = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python.md")
 
 
 def readme_example() -> str:
     with open(README) as f:
         text = f.read()
     m = re.search(r"<!-- python-example:start -->\s*```python\n(.*?)```\s*<!-- python-example:end -->", text, re.S)
-    assert m, "README.md has no python example between the python-example markers"
+    assert m, "docs/python.md has no python example between the python-example markers"
     return m.group(1)
 
 

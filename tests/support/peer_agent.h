@@ -1,7 +1,6 @@
-// Test peers in separate processes. The integration test binary re-executes itself in "agent"
-// mode (see integration_main.cc); the agent owns a TransferEngine and a registered target region
-// and answers text commands over a control channel, so tests can check bytes and imm counts in
-// another process.
+// Test peers in separate processes: the provider matrix, and the test's handle on one agent
+// process. The test binary re-executes itself in "agent" mode (integration_main.cc,
+// device_main.cc); the agent's side is support/agent.h.
 #pragma once
 
 #include <sys/types.h>
@@ -27,20 +26,17 @@ struct ProviderConfig {
   uint64_t stall_timeout_ms = 0;  // != 0: the engine's stall_timeout (the agent's too)
 
   TransferEngineBuilder builder() const;
-  // Writes complete without the target process's CPU (nvlink: the writer copies into the
+  // Writes complete without the target process's CPU (ipc: the writer copies into the
   // target's memory itself, as an RDMA NIC would), so a paused (SIGSTOP) target holds none up.
-  bool writes_bypass_target_cpu() const { return provider == "nvlink"; }
+  bool writes_bypass_target_cpu() const { return provider == "ipc"; }
 };
 
 // How GoogleTest prints a configuration in failure messages.
 inline void PrintTo(const ProviderConfig& c, std::ostream* os) { *os << c.name; }
 
 // The matrix of DESIGN.md section 8: tcp, shm, udp;ofi_rxd, tcp under the reordering wrapper,
-// and nvlink (on host memory), each with 1 and 4 domains per group.
+// and ipc (on host memory), each with 1 and 4 domains per group.
 std::vector<ProviderConfig> provider_matrix();
-
-// Entry point of the agent process: argv after "--fabric-agent".
-int run_agent(int argc, char** argv);
 
 // The test's handle on one agent process.
 class AgentProcess {
@@ -76,7 +72,7 @@ class AgentProcess {
   DomainAddress address_;
 };
 
-// Hex FNV-1a of bytes, matching AgentProcess::hash.
+// Hex FNV-1a of bytes, matching AgentProcess::hash (tools::fnv1a_hex).
 std::string hash_hex(const uint8_t* p, size_t n);
 
 }  // namespace fabric_lib::testing

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/fabric_lib.h"
 
 namespace fabric_lib {
 namespace {

@@ -5,7 +5,8 @@
 #include <thread>
 
 #include "fabric_lib/completion.h"
-#include "fabric_lib/imm_counter.h"
+#include "core/completion_delivery.h"
+#include "core/imm_count_table.h"
 
 namespace fabric_lib {
 namespace {
@@ -14,7 +15,7 @@ using namespace std::chrono_literals;
 
 // An expectation not reached by its deadline ends with DeadlineExceeded; what arrived stays counted.
 TEST(ImmCounterDeadline, UnreachedExpectationEndsAtItsDeadline) {
-  ImmCounter c(16);
+  detail::ImmCountTable c(16);
   CompletionCounter sink;
   ASSERT_TRUE(c.add(5, 2).ok());
   const auto t0 = std::chrono::steady_clock::now();
@@ -33,7 +34,7 @@ TEST(ImmCounterDeadline, UnreachedExpectationEndsAtItsDeadline) {
 
 // A deadline that already passed fires at once; one met in time never reports DeadlineExceeded.
 TEST(ImmCounterDeadline, PastDeadlineFiresAndMetDeadlineDoesNot) {
-  ImmCounter c(16);
+  detail::ImmCountTable c(16);
   Status got = internal_error("none");
   std::atomic<int> calls{0};
   ASSERT_TRUE(c.expect(1, 1, Completion::callback([&](const Status& s) {
@@ -57,7 +58,7 @@ TEST(ImmCounterDeadline, PastDeadlineFiresAndMetDeadlineDoesNot) {
 // cancel_expectation() ends the expectation with Cancelled but keeps the count; expected()
 // reports the pending n.
 TEST(ImmCounterDeadline, CancelExpectationKeepsTheCount) {
-  ImmCounter c(16);
+  detail::ImmCountTable c(16);
   CompletionCounter sink;
   ASSERT_TRUE(c.add(9, 2).ok());
   ASSERT_TRUE(c.expect(9, 5, Completion::counter(sink), Clock::now() + 10s).ok());
@@ -75,12 +76,12 @@ TEST(ImmCounterDeadline, CancelExpectationKeepsTheCount) {
 TEST(CompletionFlag, StoresValueOnSuccessAndErrorValueOnFailure) {
   alignas(8) uint64_t flag = 0;
   Completion ok = Completion::flag(&flag, 7, 99);
-  ok.deliver_now(ok_status());
+  CompletionDelivery::deliver_inline(ok, ok_status());
   EXPECT_EQ(__atomic_load_n(&flag, __ATOMIC_ACQUIRE), 7u);
   Completion bad = Completion::flag(&flag, 7, 99);
-  bad.deliver_now(cancelled("x"));
+  CompletionDelivery::deliver_inline(bad, cancelled("x"));
   EXPECT_EQ(__atomic_load_n(&flag, __ATOMIC_ACQUIRE), 99u);
-  ImmCounter c(4);
+  detail::ImmCountTable c(4);
   flag = 0;
   ASSERT_TRUE(c.expect(3, 2, Completion::flag(&flag, 1)).ok());
   c.add(3);

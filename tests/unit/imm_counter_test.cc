@@ -12,7 +12,7 @@
 
 #include "core/completion_dispatcher.h"
 #include "fabric_lib/completion.h"
-#include "fabric_lib/imm_counter.h"
+#include "core/imm_count_table.h"
 
 namespace fabric_lib {
 namespace {
@@ -35,7 +35,7 @@ struct Recorder {
 
 // Early arrivals are counted; an expect() that is already satisfied fires at once and consumes.
 TEST(ImmCounter, EarlyArrivalsFireImmediately) {
-  ImmCounter c(16);
+  detail::ImmCountTable c(16);
   EXPECT_EQ(c.count(7), 0u);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.add(7).ok());
   EXPECT_EQ(c.count(7), 3u);
@@ -51,7 +51,7 @@ TEST(ImmCounter, EarlyArrivalsFireImmediately) {
 
 // An expectation set before the imms arrive fires exactly once, when the n-th arrives.
 TEST(ImmCounter, ExpectBeforeArrivalFiresOnceWhenReached) {
-  ImmCounter c(16);
+  detail::ImmCountTable c(16);
   Recorder rec;
   ASSERT_TRUE(c.expect(9, 4, rec.sink()).ok());
   EXPECT_TRUE(c.has_expectation(9));
@@ -75,7 +75,7 @@ TEST(ImmCounter, ExpectBeforeArrivalFiresOnceWhenReached) {
 
 // add(imm, n) with n > 1 counts n at once and crosses the threshold in one step.
 TEST(ImmCounter, AddManyAtOnce) {
-  ImmCounter c(16);
+  detail::ImmCountTable c(16);
   CompletionCounter done;
   ASSERT_TRUE(c.expect(1, 10, Completion::counter(done)).ok());
   ASSERT_TRUE(c.add(1, 4).ok());
@@ -87,7 +87,7 @@ TEST(ImmCounter, AddManyAtOnce) {
 
 // expect() consumes exactly n; the surplus stays counted for the next expectation.
 TEST(ImmCounter, ConsumesOnlyN) {
-  ImmCounter c(16);
+  detail::ImmCountTable c(16);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(c.add(42).ok());
   CompletionCounter first, second, third;
   ASSERT_TRUE(c.expect(42, 3, Completion::counter(first)).ok());
@@ -108,7 +108,7 @@ TEST(ImmCounter, ConsumesOnlyN) {
 
 // Values are counted independently.
 TEST(ImmCounter, ValuesAreIndependent) {
-  ImmCounter c(1024);
+  detail::ImmCountTable c(1024);
   std::vector<CompletionCounter> counters(100);
   for (uint32_t v = 0; v < 100; ++v) ASSERT_TRUE(c.expect(v * 7919, v + 1, Completion::counter(counters[v])).ok());
   for (uint32_t v = 0; v < 100; ++v) ASSERT_TRUE(c.add(v * 7919, v).ok());
@@ -126,7 +126,7 @@ TEST(ImmCounter, ValuesAreIndependent) {
 
 // expect(imm, 0) is an invalid argument and leaves no trace.
 TEST(ImmCounter, ExpectZeroIsInvalid) {
-  ImmCounter c(4);
+  detail::ImmCountTable c(4);
   CompletionCounter done;
   Status s = c.expect(3, 0, Completion::counter(done));
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
@@ -137,7 +137,7 @@ TEST(ImmCounter, ExpectZeroIsInvalid) {
 
 // A second pending expectation for the same value is refused; the first stays intact.
 TEST(ImmCounter, SecondExpectationIsAlreadyExists) {
-  ImmCounter c(4);
+  detail::ImmCountTable c(4);
   CompletionCounter first, second;
   ASSERT_TRUE(c.expect(5, 2, Completion::counter(first)).ok());
   Status s = c.expect(5, 1, Completion::counter(second));
@@ -153,7 +153,7 @@ TEST(ImmCounter, SecondExpectationIsAlreadyExists) {
 
 // release() cancels a pending expectation (Cancelled, once) and forgets the count.
 TEST(ImmCounter, ReleaseCancelsAndForgets) {
-  ImmCounter c(4);
+  detail::ImmCountTable c(4);
   Recorder rec;
   ASSERT_TRUE(c.add(8, 3).ok());
   ASSERT_TRUE(c.expect(8, 10, rec.sink()).ok());
@@ -176,7 +176,7 @@ TEST(ImmCounter, ReleaseCancelsAndForgets) {
 
 // release() of a value the counter does not know is NotFound.
 TEST(ImmCounter, ReleaseUnknownIsNotFound) {
-  ImmCounter c(4);
+  detail::ImmCountTable c(4);
   EXPECT_EQ(c.release(123).code(), ErrorCode::kNotFound);
   ASSERT_TRUE(c.add(123).ok());
   ASSERT_TRUE(c.release(123).ok());
@@ -186,7 +186,7 @@ TEST(ImmCounter, ReleaseUnknownIsNotFound) {
 // With capacity 2, a third distinct value is dropped: add() says ResourceExhausted, the
 // overflow count grows, the handler sees the imm; known values keep counting.
 TEST(ImmCounter, OverflowIsReported) {
-  ImmCounter c(2);
+  detail::ImmCountTable c(2);
   EXPECT_EQ(c.capacity(), 2u);
   std::vector<uint32_t> overflowed;
   std::vector<ErrorCode> codes;
@@ -218,7 +218,7 @@ TEST(ImmCounter, OverflowIsReported) {
 
 // expect() on a full table (for a new value) is ResourceExhausted; after a slot frees, it works.
 TEST(ImmCounter, ExpectOnFullTable) {
-  ImmCounter c(2);
+  detail::ImmCountTable c(2);
   ASSERT_TRUE(c.add(1).ok());
   CompletionCounter a, b;
   ASSERT_TRUE(c.expect(2, 1, Completion::counter(a)).ok());
@@ -238,7 +238,7 @@ TEST(ImmCounter, ExpectOnFullTable) {
 // Table slots are returned whenever a value's count drops to 0 with no expectation pending,
 // so a long stream of distinct values never fills a small table.
 TEST(ImmCounter, EntriesAreFreed) {
-  ImmCounter c(3);
+  detail::ImmCountTable c(3);
   for (uint32_t v = 0; v < 1000; ++v) {
     CompletionCounter done;
     ASSERT_TRUE(c.expect(v, 2, Completion::counter(done)).ok()) << v;
@@ -259,7 +259,7 @@ TEST(ImmCounter, EntriesAreFreed) {
 
 // shutdown(why) ends every pending expectation with `why`; later expect() calls are Stopped.
 TEST(ImmCounter, ShutdownEndsPendingExpectations) {
-  ImmCounter c(16);
+  detail::ImmCountTable c(16);
   Recorder a, b;
   CompletionCounter ctr;
   ASSERT_TRUE(c.expect(1, 5, a.sink()).ok());
@@ -287,7 +287,7 @@ TEST(ImmCounter, ShutdownEndsPendingExpectations) {
 
 // The observer sees every arrival (n calls for add(imm, n)) and never changes the counts.
 TEST(ImmCounter, ObserverSeesEveryAdd) {
-  ImmCounter c(16);
+  detail::ImmCountTable c(16);
   std::vector<uint32_t> seen;
   c.set_observer([&](uint32_t imm) { seen.push_back(imm); });
   CompletionCounter done;
@@ -310,7 +310,7 @@ TEST(ImmCounter, ObserverSeesEveryAdd) {
 TEST(ImmCounter, DispatcherDeliversOnCallbackThread) {
   detail::CompletionDispatcher dispatcher;
   {
-    ImmCounter c(16, &dispatcher);
+    detail::ImmCountTable c(16, &dispatcher);
     std::promise<bool> sink_thread, observer_thread;
     std::atomic<int> observer_calls{0};
     c.set_observer([&](uint32_t) {
@@ -336,7 +336,7 @@ TEST(ImmCounter, DispatcherDeliversOnCallbackThread) {
 // value and make room) without deadlocking. Runs on a helper thread so a deadlock fails the
 // test instead of hanging the suite (the counter is leaked in that case).
 TEST(ImmCounter, OverflowHandlerMayCallTheCounter) {
-  auto* c = new ImmCounter(1);
+  auto* c = new detail::ImmCountTable(1);
   auto seen_count = std::make_shared<std::atomic<uint64_t>>(999);
   c->set_overflow_handler([c, seen_count](uint32_t imm, const Status&) {
     *seen_count = c->count(imm);  // same value, hence the same shard lock as add() holds
@@ -359,7 +359,7 @@ TEST(ImmCounter, OverflowHandlerMayCallTheCounter) {
 TEST(ImmCounter, ConcurrentAddsAndExpect) {
   std::mt19937 rng(8);
   for (int round = 0; round < 4; ++round) {
-    ImmCounter c(64);
+    detail::ImmCountTable c(64);
     constexpr uint32_t kImm = 0xdeadbeef;
     constexpr int kThreads = 4;
     constexpr int kPerThread = 20000;
@@ -399,7 +399,7 @@ TEST(ImmCounter, ConcurrentAddsAndExpect) {
 // Concurrency over many values: threads add to disjoint and shared values while expectations are
 // set concurrently; every expectation fires exactly once and the table ends empty.
 TEST(ImmCounter, ConcurrentManyValues) {
-  ImmCounter c(1024);
+  detail::ImmCountTable c(1024);
   constexpr uint32_t kValues = 256;
   constexpr int kThreads = 4;
   constexpr int kRepeats = 50;

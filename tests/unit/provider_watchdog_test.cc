@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "fabric_lib/transfer_engine.h"
-#include "transport/domain_factory.h"
-#include "transport/watch/provider_call_watch.h"
+#include "fabric_lib/fabric_lib.h"
+#include "engine/builder_testing.h"
+#include "transport/guard/provider_call_guard.h"
 
 namespace fabric_lib {
 namespace {
@@ -83,8 +83,8 @@ class HangingDomain final : public transport::Domain {
   std::unique_ptr<transport::Domain> inner_;
 };
 
-TEST(ProviderCallWatch, AbandonsOnlyAThreadStillInsideTheSameCall) {
-  transport::ProviderCallWatch watch;
+TEST(ProviderCallGuard, AbandonsOnlyAThreadStillInsideTheSameCall) {
+  transport::ProviderCallGuard watch;
   EXPECT_FALSE(watch.try_abandon(watch.sample()));  // not inside a call
   // A call that returned: its odd sample no longer matches.
   std::thread([&] {
@@ -100,7 +100,7 @@ TEST(ProviderCallWatch, AbandonsOnlyAThreadStillInsideTheSameCall) {
 
   // A call that never returns (until released; then the thread parks for good).
   auto blocked = std::make_shared<std::atomic<bool>>(true);
-  auto shared_watch = std::make_shared<transport::ProviderCallWatch>();
+  auto shared_watch = std::make_shared<transport::ProviderCallGuard>();
   std::thread stuck([shared_watch, blocked] {
     shared_watch->enter();
     while (blocked->load()) std::this_thread::sleep_for(1ms);
@@ -124,10 +124,11 @@ TEST(ProviderWatchdog, AStuckProviderCallFailsItsGroupInsteadOfHangingIt) {
   auto dst_reg = (*target)->register_memory(dst.data(), dst.size(), Access::kRemoteWrite);
   ASSERT_TRUE(dst_reg.ok());
 
-  transport::set_domain_decorator_for_testing(
-      [](std::unique_ptr<transport::Domain> inner) { return std::make_unique<HangingDomain>(std::move(inner)); });
-  auto engine = TransferEngineBuilder().provider("tcp").domains_per_group(2).stall_timeout(300ms).build();
-  transport::set_domain_decorator_for_testing({});
+  TransferEngineBuilder hanging;
+  hanging.provider("tcp").domains_per_group(2).stall_timeout(300ms);
+  BuilderAccess::set_domain_decorator(
+      hanging, [](std::unique_ptr<transport::Domain> inner) { return std::make_unique<HangingDomain>(std::move(inner)); });
+  auto engine = hanging.build();
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   std::vector<uint8_t> src(1 << 20, 7);
   auto src_reg = (*engine)->register_memory(src.data(), src.size(), Access::kLocalOnly);

@@ -10,9 +10,9 @@
 #include <optional>
 #include <vector>
 
-#include "gpu/staging_domain.h"
+#include "transport/staging/staging_domain.h"
 
-namespace fabric_lib::gpu {
+namespace fabric_lib::transport::staging {
 namespace {
 
 using transport::DomainInfo;
@@ -117,59 +117,72 @@ class FakeInner final : public transport::Domain {
   int fail_posts = 0;
 };
 
-class FakeCopies final : public CopyEngine {
+// The "GPU": malloc'd bounce buffers, and copies that happen (or fail) when the test says so.
+// Finished copies are reported once, by the next progress().
+class FakeGpu final : public StagingGpu, public gpu::CopyEngine {
  public:
   struct Copy {
-    void* dst;
-    const void* src;
-    size_t length;
+    gpu::CopyRequest request;
     bool done = false;
     bool failed = false;
+    bool reported = false;
   };
-  Result<void*> alloc_host(size_t bytes) override {
+  Result<void*> alloc_pinned(size_t bytes) override {
     ++allocs;
     return std::malloc(bytes);
   }
-  void free_host(void* p) override {
+  void free_pinned(void* p) override {
     if (frees) ++*frees;
     std::free(p);
   }
   Result<int> device_of(const void*) override { return 0; }
-  Result<Token> start_copy(void* dst, const void* src, size_t length, int) override {
+  gpu::CopyEngine& copies() override { return *this; }
+
+
+  gpu::CopySubmit submit(const gpu::CopyRequest& r, Status* error) override {
     if (fail_starts > 0) {
       --fail_starts;
-      return Status(ErrorCode::kProviderError, "fake copy start failure");
+      *error = Status(ErrorCode::kProviderError, "fake copy start failure");
+      return gpu::CopySubmit::kFailed;
     }
-    copies.push_back({dst, src, length});
-    return copies.size() - 1;
+    if (full) return gpu::CopySubmit::kAgain;
+    started.push_back({r});
+    return gpu::CopySubmit::kAccepted;
   }
-  State poll(Token t, Status* error) override {
-    Copy& c = copies.at(t);
-    if (c.failed) {
-      *error = Status(ErrorCode::kProviderError, "fake copy failure");
-      return State::kFailed;
+  void progress(std::vector<gpu::CopyDone>& done) override {
+    for (Copy& c : started) {
+      if (c.reported || (!c.done && !c.failed)) continue;
+      c.reported = true;
+      done.push_back({c.request.op, c.failed ? Status(ErrorCode::kProviderError, "fake copy failure") : ok_status()});
     }
-    return c.done ? State::kDone : State::kPending;
   }
-  void synchronize() override {}
+  size_t inflight() const override {
+    size_t n = 0;
+    for (const Copy& c : started) n += !c.reported;
+    return n;
+  }
+  void drain() override {}
+
   // Finishes copy i (performing it).
   void finish(size_t i) {
-    std::memcpy(copies.at(i).dst, copies[i].src, copies[i].length);
-    copies[i].done = true;
+    Copy& c = started.at(i);
+    std::memcpy(c.request.dst_ptr, c.request.src, c.request.length);
+    c.done = true;
   }
   void finish_all() {
-    for (size_t i = 0; i < copies.size(); ++i) {
-      if (!copies[i].done && !copies[i].failed) finish(i);
+    for (size_t i = 0; i < started.size(); ++i) {
+      if (!started[i].done && !started[i].failed) finish(i);
     }
   }
   size_t pending() const {
     size_t n = 0;
-    for (const Copy& c : copies) n += !c.done && !c.failed;
+    for (const Copy& c : started) n += !c.done && !c.failed;
     return n;
   }
 
-  std::vector<Copy> copies;
+  std::vector<Copy> started;
   int fail_starts = 0;
+  bool full = false;     // submit() answers kAgain
   int allocs = 0;
   int* frees = nullptr;  // outlives the engine (the domain owns it)
 };
@@ -180,11 +193,11 @@ struct Fixture {
   explicit Fixture(size_t buffers, FakeInner::Cuda cuda = FakeInner::Cuda::kNoHmem) {
     auto inner_owned = std::make_unique<FakeInner>(cuda);
     inner = inner_owned.get();
-    auto copies_owned = std::make_unique<FakeCopies>();
+    auto copies_owned = std::make_unique<FakeGpu>();
     copies = copies_owned.get();
     copies->frees = &frees;
-    auto holder = std::make_shared<std::unique_ptr<CopyEngine>>(std::move(copies_owned));
-    CopyEngineFactory factory = [holder]() -> Result<std::unique_ptr<CopyEngine>> {
+    auto holder = std::make_shared<std::unique_ptr<StagingGpu>>(std::move(copies_owned));
+    StagingGpuFactory factory = [holder]() -> Result<std::unique_ptr<StagingGpu>> {
       if (!*holder) return internal_error("factory called twice");
       return std::move(*holder);
     };
@@ -222,7 +235,7 @@ struct Fixture {
 
   int frees = 0;
   FakeInner* inner;
-  FakeCopies* copies;
+  FakeGpu* copies;
   std::unique_ptr<StagingDomain> domain;
   std::vector<uint8_t> gpu;
 };
@@ -263,7 +276,7 @@ TEST(StagingDomain, GpuRemoteTargetIsRefusedWithTheAlternatives) {
   ASSERT_FALSE(remote.ok());
   EXPECT_EQ(remote.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(remote.status().message().find("HMEM-capable provider"), std::string::npos) << remote.status().message();
-  EXPECT_NE(remote.status().message().find("nvlink domain"), std::string::npos);
+  EXPECT_NE(remote.status().message().find("same-host IPC backend"), std::string::npos);
   EXPECT_NE(remote.status().message().find("fake"), std::string::npos);  // names the provider
   DomainMr local = f.staged();
   EXPECT_NE(local.id & StagingDomain::kStagedIdBit, 0u);
@@ -355,14 +368,14 @@ TEST(StagingDomain, CopyOfTheNextChunkOverlapsTheWriteOfThisOne) {
   DomainMr mr = f.staged();
   Status error;
   ASSERT_EQ(f.domain->post_write(f.write(mr, 0, 4 * kChunk, 13), &error), PostResult::kPosted);
-  EXPECT_EQ(f.copies->copies.size(), 2u);  // both buffers copying at once; chunks 2, 3 wait
+  EXPECT_EQ(f.copies->started.size(), 2u);  // both buffers copying at once; chunks 2, 3 wait
   f.copies->finish(0);
   f.poll();
   ASSERT_EQ(f.inner->posted.size(), 1u);  // chunk 0 on the wire ...
   EXPECT_EQ(f.copies->pending(), 1u);      // ... while chunk 1 is still being copied
   f.inner->complete(0);
   f.poll();
-  EXPECT_EQ(f.copies->copies.size(), 3u);  // chunk 0's buffer went straight to chunk 2
+  EXPECT_EQ(f.copies->started.size(), 3u);  // chunk 0's buffer went straight to chunk 2
   for (int round = 0; round < 10 && write_done(f.poll(), 13) == 0; ++round) {
     EXPECT_LE(f.copies->pending() + (f.inner->posted.size() - f.inner->completed_count), 2u);  // the pool bound
     f.copies->finish_all();
@@ -457,7 +470,7 @@ TEST(StagingDomain, FailedChunkFailsTheWriteOnceAndItsImmIsNeverSent) {
   ASSERT_EQ(f.domain->post_write(f.write(mr, 0, 100, 20), &error), PostResult::kPosted);
   EXPECT_EQ(write_done(f.poll(), 20), 1u);
   ASSERT_EQ(f.domain->post_write(f.write(mr, 0, 100, 21, 8u), &error), PostResult::kPosted);
-  f.copies->copies.back().failed = true;
+  f.copies->started.back().failed = true;
   events = f.poll();
   ASSERT_EQ(write_done(events, 21), 1u);
   EXPECT_FALSE(events[0].status.ok());
@@ -505,4 +518,4 @@ TEST(StagingDomain, BounceBuffersAreFreedWithTheDomain) {
 }
 
 }  // namespace
-}  // namespace fabric_lib::gpu
+}  // namespace fabric_lib::transport::staging

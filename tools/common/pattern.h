@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace fabric_lib::tools {
 
@@ -37,6 +39,13 @@ inline size_t find_pattern_mismatch(const uint8_t* p, size_t n, uint64_t seed, u
 inline uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
   for (size_t k = 0; k < n; ++k) h = (h ^ p[k]) * 1099511628211ull;
   return h;
+}
+
+// Lower-case hex of fnv1a, 16 digits.
+inline std::string fnv1a_hex(const uint8_t* p, size_t n) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(fnv1a(p, n)));
+  return buf;
 }
 
 }  // namespace fabric_lib::tools

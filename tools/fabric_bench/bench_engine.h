@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "fabric_lib/transfer_engine.h"
+#include "fabric_lib/fabric_lib.h"
 
 namespace fabric_lib::bench {
 

@@ -13,7 +13,7 @@
 
 #include "fabric_bench/initiator.h"
 #include "fabric_bench/modes.h"
-#include "fabric_bench/nvlink_bench.h"
+#include "fabric_bench/ipc_bench.h"
 #include "fabric_bench/output.h"
 #include "fabric_bench/peer_link.h"
 #include "fabric_bench/target.h"
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   app.add_option("--connect", connect, "initiator: HOST:PORT of a fabric-bench --server");
   app.add_option("--mode", modes, "single,paged,imm,scatter,submit or all")->capture_default_str();
   app.add_option("--provider", o.provider,
-                 "libfabric provider (tcp, shm, udp;ofi_rxd, efa, verbs;ofi_rxm, ...), or nvlink (GPU to GPU on this host, "
+                 "libfabric provider (tcp, shm, udp;ofi_rxd, efa, verbs;ofi_rxm, ...), or ipc (GPU to GPU on this host, "
                  "against cudaMemcpyPeerAsync; --local only)")
       ->capture_default_str();
   app.add_option("--domains", domains, "domains (NICs) per group; a list runs one sweep each, e.g. 1,2,4")
@@ -164,13 +164,13 @@ int main(int argc, char** argv) {
   app.add_option("--only", o.only, "single/paged: run only the engine or only the raw baseline (for profiling)")
       ->check(CLI::IsMember({"engine", "raw"}));
   app.add_option("--seed", o.seed, "pattern and permutation seed")->capture_default_str();
-  app.add_option("--copy-modes", o.nvlink_copy_modes, "nvlink: also run paged writes with each GPU copy mode (memcpy,batch,kernel)")
+  app.add_option("--copy-modes", o.ipc_copy_modes, "ipc: also run paged writes with each GPU copy mode (memcpy,batch,kernel)")
       ->delimiter(',')
       ->check(CLI::IsMember({"auto", "memcpy", "batch", "kernel"}));
   app.add_option("--serve-fd", serve_fd, "internal: serve as a local target on this socket")->group("");
   CLI11_PARSE(app, argc, argv);
 
-  if (serve_fd >= 0 && o.provider == "nvlink") return serve_nvlink_target(tools::ControlChannel(serve_fd));
+  if (serve_fd >= 0 && o.provider == "ipc") return serve_ipc_target(tools::ControlChannel(serve_fd));
   if (serve_fd >= 0) return serve_target(tools::ControlChannel(serve_fd), "");
   if (server) {
     Result<tools::ControlChannel> channel = accept_one(listen, true);
@@ -225,9 +225,9 @@ int main(int argc, char** argv) {
                                o.provider.rfind("sockets", 0) == 0;
   if (local && !app.count("--interface") && socket_provider) o.interface_name = "lo";
 
-  if (o.provider == "nvlink") {  // same-host GPU transfers: their own sweep (nvlink_bench.h)
-    if (!local) return fail_usage("--provider nvlink: nvlink connects processes of one host; use --local");
-    return run_nvlink_bench(o, argv[0]);
+  if (o.provider == "ipc") {  // same-host GPU transfers: their own sweep (ipc_bench.h)
+    if (!local) return fail_usage("--provider ipc: ipc connects processes of one host; use --local");
+    return run_ipc_bench(o, argv[0]);
   }
 
   size_t points = 0;

@@ -45,8 +45,8 @@ struct BenchOptions {
   std::string csv_file;                 // also write the CSV here (empty = none)
   bool progress = true;                 // progress lines on stderr
   std::string only;                     // "engine" or "raw": run one side only (profiling)
-  // nvlink: also run the paged sweep with each of these GPU copy modes (memcpy, batch, kernel).
-  std::vector<std::string> nvlink_copy_modes;
+  // ipc: also run the paged sweep with each of these GPU copy modes (memcpy, batch, kernel).
+  std::vector<std::string> ipc_copy_modes;
 };
 
 // Requests in flight for requests of `request_bytes`: the window, capped by max_inflight_bytes

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/imm_wait.h"
 #include "fabric_bench/bench_engine.h"
 #include "fabric_bench/raw_fabric.h"
 #include "fabric_bench/verify.h"
@@ -48,23 +49,7 @@ struct EngineWithRegion {
 
 // Waits until `engine` counted `n` imms of `imm`, consumes them, and insists nothing more came.
 Status wait_imms(TransferEngine& engine, uint32_t imm, uint64_t n) {
-  CompletionCounter reached;
-  FABRIC_LIB_RETURN_IF_ERROR(engine.imms().expect(imm, n, Completion::counter(reached)));
-  if (!reached.wait_for(1, kWaitTimeout)) {
-    const uint64_t got = engine.imms().count(imm);
-    engine.imms().release(imm);
-    return Status(ErrorCode::kDeadlineExceeded,
-                  "imm " + std::to_string(imm) + ": " + std::to_string(got) + " of " + std::to_string(n) + " arrived");
-  }
-  if (reached.errors.load() != 0) return internal_error("imm expectation ended with an error");
-  // Extra arrivals would be duplicated imms: the count past n must stay 0.
-  const uint64_t extra = engine.imms().count(imm);
-  if (extra != 0) {
-    engine.imms().release(imm);
-    return internal_error("imm " + std::to_string(imm) + ": " + std::to_string(extra) + " more than the " +
-                          std::to_string(n) + " expected");
-  }
-  return ok_status();
+  return tools::wait_for_imms(engine.imms(), imm, n, kWaitTimeout, /*exact=*/true);
 }
 
 Status compare_hash(const AlignedBuffer& region, uint64_t bytes, const std::string& expected) {

@@ -84,7 +84,7 @@ std::vector<ProviderEntry> list_providers(const std::string& provider, bool rdm_
     if (!seen) entries.push_back(std::move(e));
   }
   if (list) fi_freeinfo(list);
-  // Which of them grant delivery-complete writes (the engine asks for it; see README).
+  // Which of them grant delivery-complete writes (the engine asks for it; see docs/providers.md).
   fi_info* dc = getinfo(provider, rdm_only, true);
   for (fi_info* i = dc; i; i = i->next) {
     for (ProviderEntry& e : entries) {

@@ -22,7 +22,7 @@ struct ProviderEntry {
   size_t rx_size = 0;
   uint64_t max_msg_size = 0;
   bool delivery_complete = false;  // accepted FI_DELIVERY_COMPLETE as a tx op flag
-  bool usable = false;             // meets the engine's requirements (README, Providers)
+  bool usable = false;             // meets the engine's requirements (docs/providers.md, "Requirements on a libfabric provider")
 };
 
 // One entry per distinct (provider, fabric, domain, endpoint type). `provider` = "" lists every

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "gpu/memory_kind.h"
 #include "transport/libfabric/stale_shm.h"
 
@@ -41,10 +41,25 @@ void close_fid(fid_t fid, const char* what) {
   if (ret != 0) FL_LOG_DEBUG("fi_close({}) returned {}", what, fi_strerror(-ret));
 }
 
-// Providers that would otherwise take shortcuts around the NIC (EFA's shared-memory path):
-// benchmarks and production want the bytes to really cross the NIC.
-void set_provider_environment(const std::string& provider) {
-  if (provider.rfind("efa", 0) == 0) setenv("FI_EFA_ENABLE_SHM_TRANSFER", "0", /*overwrite=*/0);
+// EFA takes shortcuts around the NIC unless told not to: a shared-memory path to peers of the
+// same host, and CUDA API copies for GPU memory. Benchmarks and production want the bytes to cross
+// the NIC, so both are turned off where libfabric offers the endpoint options (the shared-memory
+// one since 1.21; older libfabrics read FI_EFA_ENABLE_SHM_TRANSFER, which the engine's backend
+// factory sets). A provider that refuses an option keeps its default, which is logged.
+void restrict_efa_shortcuts(fid_ep* ep, bool hmem) {
+  [[maybe_unused]] auto set_false = [ep](int option, const char* name) {
+    bool permitted = false;
+    const int ret = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, option, &permitted, sizeof(permitted));
+    if (ret != 0) FL_LOG_INFO("efa: fi_setopt({}, false): {}; the provider keeps its default", name, fi_strerror(-ret));
+  };
+#if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(1, 21))
+  set_false(FI_OPT_SHARED_MEMORY_PERMITTED, "FI_OPT_SHARED_MEMORY_PERMITTED");
+#endif
+#if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(1, 18))
+  if (hmem) set_false(FI_OPT_CUDA_API_PERMITTED, "FI_OPT_CUDA_API_PERMITTED");
+#else
+  (void)hmem;
+#endif
 }
 
 }  // namespace
@@ -57,7 +72,6 @@ Result<std::unique_ptr<LibfabricDomain>> LibfabricDomain::open(const LibfabricDo
 }
 
 Status LibfabricDomain::open_resources(const LibfabricDomainOptions& options) {
-  set_provider_environment(options.provider);
   Result<FiInfoPtr> selected = select_fi_info(options.provider, options.interface_name, options.want_hmem);
   if (!selected.ok()) return selected.status();
   fi_ = std::move(selected).value();
@@ -141,6 +155,8 @@ Status LibfabricDomain::open_endpoint() {
   if (ret) return provider_error("fi_ep_bind(cq)", ret);
   ret = fi_ep_bind(ep_, &av_->fid, 0);
   if (ret) return provider_error("fi_ep_bind(av)", ret);
+  const char* prov = fi_->fabric_attr->prov_name;
+  if (prov && std::strncmp(prov, "efa", 3) == 0) restrict_efa_shortcuts(ep_, (fi_->caps & FI_HMEM) != 0);
   ret = fi_enable(ep_);
   if (ret == -FI_EBUSY) {
     return Status(ErrorCode::kResourceExhausted, provider_error("fi_enable", ret).message() +

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace fabric_lib::transport::libfabric {
 namespace {

@@ -1,0 +1,103 @@
+// TransferEngineBuilder: every setting of a TransferEngine, validated by build().
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fabric_lib/health.h"
+#include "fabric_lib/idle_policy.h"
+#include "fabric_lib/status.h"
+#include "fabric_lib/transfer_engine.h"
+
+namespace fabric_lib {
+
+struct Topology;  // fabric_lib/topology.h
+
+// Configures and builds a TransferEngine. Setters record values; build() validates them all and
+// returns the first problem as a Status.
+class TransferEngineBuilder {
+ public:
+  TransferEngineBuilder();
+  ~TransferEngineBuilder();
+  TransferEngineBuilder(const TransferEngineBuilder&);
+  TransferEngineBuilder& operator=(const TransferEngineBuilder&);
+
+  // Any libfabric provider string: "tcp", "shm", "udp;ofi_rxd", "efa", "verbs;ofi_rxm", ..., or
+  // "ipc" (alias "nvlink"): the same-host IPC backend — CUDA IPC for GPU memory,
+  // process_vm_writev for host memory, a shared-memory ring for imms and messages; processes of
+  // one host only (docs/gpu.md). Default "tcp"; the environment variable FABRIC_LIB_PROVIDER
+  // overrides it.
+  TransferEngineBuilder& provider(std::string name);
+  // Domains (NICs) per group, 1..16 (default 1). Peers must use the same number.
+  TransferEngineBuilder& domains_per_group(size_t n);
+  // Number of groups (one per GPU, typically), each with its own worker (default 1).
+  TransferEngineBuilder& groups(size_t n);
+  // Domain or fabric names (e.g. "lo", "eth0", "rdmap16s27"); domain i of a group uses entry
+  // i % size. Empty (default): the provider's own NICs, loopback last.
+  TransferEngineBuilder& interfaces(std::vector<std::string> names);
+  // Overrides interfaces() for one group.
+  TransferEngineBuilder& group_interfaces(size_t group, std::vector<std::string> names);
+  // Pins the worker of `group` to `cpu` (its domains are opened after pinning).
+  TransferEngineBuilder& pin_worker(size_t group, int cpu);
+  // Pins the UVM watcher thread (alloc_uvm_watcher) to `cpu` (default: not pinned).
+  TransferEngineBuilder& pin_watcher(int cpu);
+  TransferEngineBuilder& idle_policy(IdlePolicy policy);
+  // Caps the WRs outstanding per domain (default: the provider's tx queue size).
+  TransferEngineBuilder& max_inflight_per_domain(size_t n);
+  // Largest submit_send message (default 64 KiB).
+  TransferEngineBuilder& max_message_bytes(size_t n);
+  // Distinct imm values the ImmCounter holds (default ImmCounter::kDefaultCapacity).
+  TransferEngineBuilder& imm_table_capacity(size_t n);
+  // CUDA builds: register GPU memory with the NIC (FI_HMEM) where the provider offers it (default
+  // true). Off: GPU memory is only ever a staged source on libfabric providers. The environment
+  // variable FABRIC_LIB_HMEM=0 turns it off too.
+  TransferEngineBuilder& gpu_memory_on_nic(bool on);
+  // How the same-host IPC backend copies into GPU memory: "auto" (default: a page-copy kernel for
+  // batches of small GPU-to-GPU copies, cudaMemcpyAsync otherwise), "memcpy", "batch"
+  // (cudaMemcpyBatchAsync) or "kernel". The environment variable FABRIC_LIB_IPC_COPY overrides it.
+  TransferEngineBuilder& ipc_gpu_copies(std::string mode);
+  // Wraps every domain in a reordering layer that posts each window of WRs in a shuffled order
+  // and holds back some completions and imms: the unordered delivery of EFA, on any provider.
+  // For testing applications (and this library) against reordering. Seed 0 = off.
+  TransferEngineBuilder& simulate_unordered_network(uint64_t seed);
+  // --- failure handling (docs/failure-semantics.md) ---
+  // Deadline of requests whose Completion carries none (default: none).
+  TransferEngineBuilder& default_timeout(std::chrono::nanoseconds timeout);
+  // A path (local domain -> peer) with WRs in flight and no completion (nor probe answer) for this
+  // long is declared failed (default 10 s; 0 turns stall detection off). A group worker stuck
+  // inside one provider call for this long is given up on: its requests fail with ProviderError,
+  // later calls on that group fail at once, stop() returns, and stats().groups_abandoned counts it.
+  TransferEngineBuilder& stall_timeout(std::chrono::nanoseconds timeout);
+  // After a peer became unreachable, new requests to it fail at once for this long; the next one
+  // after it tries the peer again (default 1 s).
+  TransferEngineBuilder& peer_retry_interval(std::chrono::nanoseconds interval);
+  // Pings every path with WRs in flight (and every failed path, to notice recovery) each
+  // `interval`; `misses` unanswered pings in a row fail the path. Off by default.
+  TransferEngineBuilder& liveness_probe(std::chrono::nanoseconds interval, uint32_t misses);
+  // Called on the callback thread when a path or peer fails or recovers.
+  TransferEngineBuilder& on_health_event(HealthCallback callback);
+  // Records the submit-call-to-first-post latency of every request (benchmarks; costs one clock
+  // read per submit). Read it with TransferEngine::take_submit_latencies_ns().
+  TransferEngineBuilder& record_submit_latency(bool on);
+  // One group per group of `topology` (detect_topology(), fabric_lib/topology.h) with
+  // `nets_per_gpu` domains each: group g uses topology.group_interfaces(g) (domain i on entry
+  // i % count, so a group with fewer NICs reuses them) and pins its worker to the group's
+  // worker_cpu (and the UVM watcher thread to group 0's watcher_cpu). nets_per_gpu = 0 takes the
+  // smallest NIC count of any group (at least 1). A group without NICs keeps interfaces(). Replaces earlier groups / group_interfaces / pin_worker
+  // settings; choose the provider separately (e.g. "efa" for the NICs detect_topology named).
+  TransferEngineBuilder& from_topology(const Topology& topology, size_t nets_per_gpu);
+
+  Result<std::unique_ptr<TransferEngine>> build() const;
+
+  struct Options;  // the recorded settings (defined by the library)
+
+ private:
+  friend struct BuilderAccess;  // the library's test hooks
+  std::unique_ptr<Options> options_;
+};
+
+}  // namespace fabric_lib

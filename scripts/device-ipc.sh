@@ -1,0 +1,41 @@
+# The "ipc" step of scripts/device-test.sh (sourced by it, after its build; uses its $root,
+# $build, $out, $py, $device_tests, stamp and result). On one GPU the peer processes share GPU 0,
+# on two they use GPU 1; the step works the same on nvidia-h200 and nvidia-h200-x2:
+#   ipc-tests   device_tests --gtest_filter='Ipc/*': the integration matrix on GPU memory over
+#                  ipc (1 and 4 domains): every operation, bytes and imm counts verified, early
+#                  arrivals, a target kernel reading the bytes at its imm flag, thousands in flight,
+#                  stop() with work in flight (both sides), kill -9 of the peer, forged keys/ranges;
+#   ipc-python  tests/device/ipc_python: torch CUDA tensors between two processes;
+#   ipc-bench   fabric-bench --provider ipc: single and paged writes against
+#                  cudaMemcpyPeerAsync of the same bytes (ratios), paged writes once per GPU copy
+#                  mode (memcpy / batch / kernel, to choose the default), imm round trips p50/p99.
+# Adds to $OUT: ipc_bench.csv (the other output goes into device-tests.log, bench.txt and
+# summary.txt).
+
+t0=$(date +%s)
+stamp "ipc device tests"
+echo "== device_tests --gtest_filter='Ipc/*' ($(nvidia-smi -L 2>/dev/null | wc -l) GPU(s))" >>"$out/device-tests.log"
+timeout 300 "$device_tests" --gtest_color=no --gtest_filter='Ipc/*' >>"$out/device-tests.log" 2>&1
+status=$?
+result ipc-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\] .* ran" "$out/device-tests.log" | tail -n 30 | tee -a "$out/summary.txt" >&2
+
+t0=$(date +%s)
+stamp "ipc python (torch tensors between processes)"
+echo "== pytest tests/device/ipc_python" >>"$out/device-tests.log"
+(cd "$out" && PYTHONPATH="$build/python" timeout 240 "$py" -m pytest -v -s -rA -p no:cacheprovider \
+  -o faulthandler_timeout=200 "$root/tests/device/ipc_python") >>"$out/device-tests.log" 2>&1
+status=$?
+result ipc-python "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+
+t0=$(date +%s)
+stamp "ipc bandwidth and latency (fabric-bench --provider ipc)"
+echo "== fabric-bench --provider ipc (raw = cudaMemcpyPeerAsync of the same bytes)" >>"$out/bench.txt"
+spin=()
+[ "$(nproc)" -ge 8 ] && spin=(--spin --target-spin)
+timeout 300 "$build/tools/fabric-bench" --local --provider ipc --mode single,paged,imm --domains 1,4 "${spin[@]}" \
+  --sizes 4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB --page-sizes 4KiB,8KiB,16KiB,32KiB,64KiB,256KiB \
+  --pages-per-request 64 --window 16 --max-inflight 256MiB --max-region 512MiB --copy-modes memcpy,batch,kernel \
+  --duration 0.2 --latency-iterations 2000 --csv "$out/ipc_bench.csv" >>"$out/bench.txt" 2>&1
+status=$?
+result ipc-bench "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))

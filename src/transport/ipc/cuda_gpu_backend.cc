@@ -1,0 +1,122 @@
+#include "transport/ipc/cuda_gpu_backend.h"
+
+#include <cuda.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "base/log.h"
+#include "gpu/cuda_status.h"
+#include "gpu/memory_kind.h"
+
+namespace fabric_lib::transport::ipc {
+namespace {
+
+// The library links no libcuda (it must load without a driver): cuMemGetAddressRange comes
+// through the runtime's entry-point query, once.
+using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+
+Result<GetAddressRange> address_range_call() {
+  static Result<GetAddressRange> call = []() -> Result<GetAddressRange> {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &found);
+    if (e != cudaSuccess) return gpu::cuda_status("cudaGetDriverEntryPointByVersion(cuMemGetAddressRange)", e);
+    if (found != cudaDriverEntryPointSuccess || !fn) return unsupported("the CUDA driver has no cuMemGetAddressRange");
+    return reinterpret_cast<GetAddressRange>(fn);
+  }();
+  return call;
+}
+
+Result<std::pair<uint8_t*, size_t>> allocation_of(const void* ptr) {
+  Result<GetAddressRange> call = address_range_call();
+  if (!call.ok()) return call.status();
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  const CUresult r = (*call)(&base, &size, reinterpret_cast<CUdeviceptr>(ptr));
+  if (r != CUDA_SUCCESS) {
+    return invalid_argument("cuMemGetAddressRange failed (CUresult " + std::to_string(static_cast<int>(r)) +
+                            "): the pointer is not in a CUDA allocation");
+  }
+  return std::make_pair(reinterpret_cast<uint8_t*>(base), size);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<GpuBackend>> CudaGpuBackend::create(gpu::CudaCopyEngine::Options options) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return gpu::cuda_status("cudaGetDeviceCount", e);
+  if (count == 0) return unsupported("no CUDA device");
+  FL_LOG_DEBUG("ipc: CUDA backend, {} device(s), copy mode {}", count, gpu_copy_mode_name(options.mode));
+  return std::unique_ptr<GpuBackend>(new CudaGpuBackend(options));
+}
+
+Result<GpuExport> CudaGpuBackend::export_region(void* ptr, size_t length, bool for_peers) {
+  int device = -1;
+  Result<MemoryKind> kind = gpu::resolve_memory_kind(ptr, length, MemoryKind::kCuda, &device);
+  if (!kind.ok()) return kind.status();
+  GpuExport out;
+  out.device = device;
+  if (default_device_ < 0) default_device_ = device;
+  if (!for_peers) return out;
+  gpu::DeviceGuard guard(device);  // the driver call below needs the device's context current
+  if (guard.status() != cudaSuccess) return gpu::cuda_status("cudaSetDevice", guard.status());
+  Result<std::pair<uint8_t*, size_t>> alloc = allocation_of(ptr);
+  if (!alloc.ok()) return alloc.status();
+  auto [base, size] = *alloc;
+  const auto* p = static_cast<const uint8_t*>(ptr);
+  if (p < base || length > size || static_cast<size_t>(p - base) > size - length) {
+    return invalid_argument("ipc: the region [ptr, ptr + " + std::to_string(length) +
+                            ") spans more than one CUDA allocation; register each allocation separately");
+  }
+  cudaIpcMemHandle_t handle{};
+  const cudaError_t e = cudaIpcGetMemHandle(&handle, base);
+  if (e != cudaSuccess) {
+    const Status s = gpu::cuda_status("cudaIpcGetMemHandle", e);
+    return Status(ErrorCode::kUnsupported,
+                  s.message() + " — ipc exports cudaMalloc allocations; memory from the CUDA virtual memory API "
+                                "(cuMemCreate, PyTorch expandable_segments) has no IPC handle");
+  }
+  static_assert(sizeof(handle) == sizeof(out.ipc_handle));
+  std::memcpy(out.ipc_handle, &handle, sizeof(handle));
+  out.alloc_offset = static_cast<uint64_t>(p - base);
+  return out;
+}
+
+Result<void*> CudaGpuBackend::open_import(const RegionInfo& region, int device) {
+  gpu::DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess) return gpu::cuda_status("cudaSetDevice", guard.status());
+  cudaIpcMemHandle_t handle{};
+  std::memcpy(&handle, region.ipc_handle, sizeof(handle));
+  void* base = nullptr;
+  const cudaError_t e = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
+  if (e != cudaSuccess) {
+    const Status s = gpu::cuda_status("cudaIpcOpenMemHandle", e);
+    return Status(s.code() == ErrorCode::kInvalidArgument ? ErrorCode::kPeerUnreachable : s.code(),
+                  s.message() + " (mapping the peer's GPU memory on device " + std::to_string(device) + ")");
+  }
+  // The table came from another process: the region must lie inside what was mapped.
+  Result<std::pair<uint8_t*, size_t>> alloc = allocation_of(base);
+  if (!alloc.ok() || region.alloc_offset > alloc->second || region.length > alloc->second - region.alloc_offset) {
+    cudaIpcCloseMemHandle(base);
+    return malformed("ipc: the peer's region lies outside the GPU allocation its IPC handle maps");
+  }
+  return base;
+}
+
+void CudaGpuBackend::close_import(void* base, int device) {
+  gpu::DeviceGuard guard(device);
+  const cudaError_t e = cudaIpcCloseMemHandle(base);
+  if (e != cudaSuccess) FL_LOG_DEBUG("cudaIpcCloseMemHandle: {}", gpu::cuda_status("cudaIpcCloseMemHandle", e).message());
+}
+
+GpuBackendFactory cuda_gpu_backend_factory(gpu::GpuCopyMode mode) {
+  return [mode] {
+    gpu::CudaCopyEngine::Options options;
+    options.mode = mode;
+    return CudaGpuBackend::create(options);
+  };
+}
+
+}  // namespace fabric_lib::transport::ipc

@@ -1,0 +1,56 @@
+// Host-to-host copies into another process with process_vm_writev (cross-memory attach): the
+// kernel copies straight into the target's pages, without the target's CPU — a one-sided write,
+// like RDMA's. Copies run on the worker thread inside progress(), at most `budget_bytes` per call
+// and `slice_bytes` per copy in turn, so a large copy neither stalls the worker nor holds small
+// ones behind it (they overtake it: completion is unordered).
+//
+// Needs permission to ptrace the target (same user, and kernel.yama.ptrace_scope 0 or 1, or
+// CAP_SYS_PTRACE); a refusal fails the copy with Unsupported and says so. Writes into this
+// process itself use memcpy.
+#pragma once
+
+#include <deque>
+
+#include "gpu/copy_engine.h"
+
+namespace fabric_lib::transport::ipc {
+
+// Called when a domain registers host memory for remote writes: under Yama's ptrace_scope 1
+// (only ancestors may attach), lets same-user processes write into this one
+// (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY)), which registering host memory for ipc peers
+// asks for. Once per process; a no-op under scope 0, and no help under scopes 2 and 3.
+void allow_host_writes_from_peers();
+
+class HostCopyEngine final : public gpu::CopyEngine {
+ public:
+  struct Options {
+    uint64_t slice_bytes = 4ull << 20;
+    uint64_t budget_bytes = 16ull << 20;
+    size_t max_jobs = 65536;
+  };
+  HostCopyEngine() : HostCopyEngine(Options{}) {}
+  explicit HostCopyEngine(Options options);
+
+  gpu::CopySubmit submit(const gpu::CopyRequest& request, Status* error) override;
+  void progress(std::vector<gpu::CopyDone>& done) override;
+  size_t inflight() const override { return jobs_.size(); }
+  void drain() override { jobs_.clear(); }
+
+ private:
+  struct Job {
+    uint64_t op;
+    uint32_t pid;
+    uint64_t dst;
+    const uint8_t* src;
+    uint64_t length;
+    uint64_t copied;
+  };
+  // Copies up to `bytes` more of `job`; an error ends the job.
+  Status copy_some(Job& job, uint64_t bytes);
+
+  Options options_;
+  uint32_t self_pid_;
+  std::deque<Job> jobs_;
+};
+
+}  // namespace fabric_lib::transport::ipc

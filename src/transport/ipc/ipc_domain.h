@@ -1,0 +1,208 @@
+// The ipc Domain (DESIGN.md sections 3 and 6): same-host, cross-process transfers with the
+// transport contract — reliable, UNORDERED, a WRITE's data visible before its imm.
+//
+//   - Each domain owns a shared-memory segment (shm_segment.h): an MPSC ring that peers push imms
+//     and message fragments into, and a registration table peers check keys and ranges against.
+//     Its address (ipc_address.h) names the host (boot id), the owner process and the segment.
+//   - A WRITE looks its rkey up in the target's table, copies the bytes with a CopyEngine —
+//     process_vm_writev for host targets, CUDA (IPC-mapped memory, several streams or a page
+//     kernel) for GPU targets — and, once the copy is complete, pushes its imm into the target's
+//     ring. Its local completion follows the push, so a completed write's bytes are at the target
+//     (delivery-complete). Copies finish in any order, so do writes.
+//   - SEND pushes the message in fragments into the target's ring; the target reassembles them
+//     into posted receive buffers (message_assembler.h). Control messages (the liveness probe)
+//     travel the same way, flagged.
+//   - A full ring is back-pressure: imms and fragments wait in the peer's outbox, never dropped.
+//   - A peer whose process exited (or closed its domain) is detected by its pid and start time
+//     (and by the copy failing); its pending operations end with PeerUnreachable.
+//
+// Threading: the worker thread only, like every Domain. wait_fd() is the segment's wake-up FIFO.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/slab_pool.h"
+#include "transport/domain.h"
+#include "transport/ipc/gpu_backend.h"
+#include "transport/ipc/host_copy_engine.h"
+#include "transport/ipc/message_assembler.h"
+#include "transport/ipc/mpsc_ring.h"
+#include "transport/ipc/ipc_address.h"
+#include "transport/ipc/shm_segment.h"
+
+namespace fabric_lib::transport::ipc {
+
+struct IpcOptions {
+  ShmSegment::Geometry geometry;
+  size_t max_inflight = 4096;
+  HostCopyEngine::Options host_copies;
+  GpuBackendFactory gpu;  // empty: GPU memory is Unsupported (builds without CUDA)
+};
+
+class IpcDomain final : public Domain {
+ public:
+  static Result<std::unique_ptr<IpcDomain>> open(IpcOptions options);
+  ~IpcDomain() override;
+
+  const DomainInfo& info() const override { return info_; }
+  const std::vector<uint8_t>& address() const override { return address_; }
+
+  Result<DomainMr> register_memory(void* ptr, size_t length, Access access, MemoryKind kind) override;
+  void unregister_memory(uint64_t mr_id) override;
+  // Rejects malformed addresses and those of other hosts or PID namespaces. A peer that exited or
+  // closed its domain gets a handle whose operations all end with PeerUnreachable events.
+  Result<PeerHandle> add_peer(std::span<const uint8_t> address) override;
+  void remove_peer(PeerHandle peer) override;
+
+  PostResult post_write(const WriteWr& wr, Status* error) override;
+  PostResult post_send(const SendWr& wr, Status* error) override;
+  PostResult post_recv(const RecvWr& wr, Status* error) override;
+  bool supports_control() const override { return true; }
+  PostResult post_control_send(const SendWr& wr, Status* error) override;
+  PostResult post_control_recv(const RecvWr& wr, Status* error) override;
+  size_t poll(std::vector<Event>& out, size_t max) override;
+
+  int wait_fd() const override { return segment_->wait_fd(); }
+  bool ready_to_block() override;
+  bool has_deferred_work() const override;
+
+  // Diagnostics (and tests).
+  size_t peers() const { return peers_.size(); }
+  size_t ops_in_flight() const { return ops_.in_use(); }
+  size_t imports_open() const;
+  const std::string& segment_name() const { return segment_->name(); }
+
+ private:
+  struct LocalRegion {
+    uint64_t id = 0;
+    uint8_t* base = nullptr;
+    uint64_t length = 0;
+    MemoryKind kind = MemoryKind::kHost;
+    int device = -1;
+    uint64_t table_slot = UINT64_MAX;  // UINT64_MAX: not published (local-only)
+    uint64_t key = 0;
+  };
+  struct Op {
+    EventKind kind = EventKind::kWriteDone;
+    uint64_t context = 0;
+    PeerHandle peer = 0;
+    bool has_imm = false;
+    uint32_t imm = 0;
+    Status error;  // a failure noted while the copy still runs
+  };
+  struct OutItem {
+    uint32_t op = 0;
+    bool imm = false;          // an imm; else a message
+    bool control = false;
+    const uint8_t* bytes = nullptr;
+    uint64_t length = 0;
+    uint64_t sent = 0;
+    uint32_t seq = 0;
+    uint32_t imm_value = 0;
+    bool started = false;      // a message's first fragment went out
+  };
+  using ImportKey = std::pair<std::string, int>;  // IPC handle bytes, local device
+  struct Import {
+    void* base = nullptr;
+    int device = -1;
+    uint32_t refs = 0;  // remote regions using it
+  };
+  struct RemoteRegion {
+    RegionInfo info;
+    uint8_t* mapped = nullptr;  // GPU targets: byte 0 as mapped here
+    int device = -1;            // the device whose context maps it
+    ImportKey import;           // empty handle: no import (host memory, or our own process)
+  };
+  struct Peer {
+    PeerHandle handle = 0;
+    IpcAddress address;
+    std::unique_ptr<ShmSegment> segment;  // null when the peer was gone at add_peer
+    RingProducer producer;
+    std::deque<OutItem> outbox;
+    std::unordered_map<uint64_t, RemoteRegion> regions;  // by rkey
+    std::map<ImportKey, Import> imports;
+    uint32_t ops = 0;       // ops not yet completed
+    uint32_t next_seq = 1;
+    bool dead = false;
+    bool removed = false;
+    Status why;
+    int watch_fd = -1;         // pidfd of the owner process (-1: none; /proc is read instead)
+    uint64_t checked_pass = 0; // the poll pass of the last look at watch_fd
+    bool exited_seen = false;
+    int64_t last_check_ns = 0;
+    ~Peer();
+  };
+
+  IpcDomain() = default;
+  Status open_resources(IpcOptions options);
+  Result<GpuBackend*> gpu();
+
+  // ipc_domain_ops.cc: operations, the outboxes, copies, peer failure.
+  uint32_t new_op(EventKind kind, uint64_t context, PeerHandle peer);
+  void complete(uint32_t op, Status status);
+  // Frees op `i` without an event (a copy the engine did not accept).
+  void drop_op(uint32_t i);
+  Peer* find_peer(PeerHandle handle);
+  Status check_peer(Peer* peer, PeerHandle handle);
+  PostResult fail_async(EventKind kind, uint64_t context, Peer& peer);
+  Result<RemoteRegion*> resolve_region(Peer& peer, uint64_t rkey, const LocalRegion& src);
+  void drop_region(Peer& peer, uint64_t rkey);
+  PostResult enqueue_message(const SendWr& wr, bool control, EventKind kind, Status* error);
+  bool pump_outbox(Peer& peer);
+  bool pump_outboxes();
+  bool progress_copies();
+  void peer_failed(Peer& peer, const Status& why);
+  // Whether the peer's owner process has exited (a pidfd poll, at most once per poll pass; without
+  // pidfds a /proc read at most every 10 ms). Fails the peer when it has.
+  bool owner_exited(Peer& peer);
+  void maybe_release(Peer& peer);
+  void release_removed_peers();
+  bool sweep_peers(int64_t now);
+
+  // ipc_domain_poll.cc: the owner's side of the ring.
+  size_t consume_ring(std::vector<Event>& out, size_t max);
+  void on_blocked_slot(uint32_t claimer);
+
+  IpcOptions options_;
+  DomainInfo info_;
+  std::vector<uint8_t> address_;
+  ProcessIdentity self_;
+  uint64_t sender_token_ = 0;
+  std::unique_ptr<ShmSegment> segment_;
+  RingConsumer consumer_;
+  MessageAssembler assembler_;
+  HostCopyEngine host_copies_;
+  std::unique_ptr<GpuBackend> gpu_;
+  Status gpu_error_;  // why the GPU backend could not be made (once tried)
+
+  std::unordered_map<uint64_t, std::unique_ptr<LocalRegion>> regions_;
+  uint64_t next_region_id_ = 1;
+  uint64_t key_generation_ = 0;
+  std::vector<uint64_t> free_table_slots_;
+  uint64_t next_table_slot_ = 0;
+
+  std::unordered_map<PeerHandle, std::unique_ptr<Peer>> peers_;
+  PeerHandle next_peer_ = 1;
+  SlabPool<Op> ops_;  // an op's index travels in copy requests
+  std::deque<Event> completed_;
+  std::vector<gpu::CopyDone> copy_done_;
+  size_t outbox_items_ = 0;
+
+  // Owner side.
+  uint32_t pending_imm_ = 0;
+  uint64_t pending_imm_count_ = 0;
+  uint64_t blocked_position_ = UINT64_MAX;
+  int64_t blocked_since_ns_ = 0;
+  bool asked_to_sleep_ = false;
+  uint64_t pass_ = 1;  // poll() calls so far
+  int64_t next_sweep_ns_ = 0;
+  uint64_t invalid_records_ = 0;
+  int64_t next_partial_check_ns_ = 0;
+};
+
+}  // namespace fabric_lib::transport::ipc

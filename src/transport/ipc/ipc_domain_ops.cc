@@ -1,0 +1,430 @@
+// IpcDomain: operations — posting writes and messages, copies, the per-peer outboxes of imms
+// and message fragments, and failing the operations of a peer that is gone.
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "transport/ipc/ipc_domain.h"
+
+namespace fabric_lib::transport::ipc {
+namespace {
+
+// Equal imms queued for one peer are pushed as one record of up to this many arrivals.
+constexpr uint32_t kMaxImmCoalesce = 4096;
+// Without pidfds, how often a peer's process is looked up in /proc at most.
+constexpr int64_t kFullCheckNs = 10'000'000;
+
+int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+IpcDomain::Peer* IpcDomain::find_peer(PeerHandle handle) {
+  auto it = peers_.find(handle);
+  return it == peers_.end() ? nullptr : it->second.get();
+}
+
+Status IpcDomain::check_peer(Peer* peer, PeerHandle handle) {
+  if (!peer || peer->removed) return invalid_argument("ipc: unknown peer handle " + std::to_string(handle));
+  return ok_status();
+}
+
+PostResult IpcDomain::fail_async(EventKind kind, uint64_t context, Peer& peer) {
+  // Posted, and ended at once by a PeerUnreachable event (not a refusal): the worker learns from
+  // the event that the path is down.
+  const uint32_t op = new_op(kind, context, peer.handle);
+  complete(op, peer.why);
+  return PostResult::kPosted;
+}
+
+uint32_t IpcDomain::new_op(EventKind kind, uint64_t context, PeerHandle peer) {
+  Op* op = ops_.acquire();
+  op->kind = kind;
+  op->context = context;
+  op->peer = peer;
+  if (Peer* p = find_peer(peer)) ++p->ops;
+  return ops_.index_of(op);
+}
+
+void IpcDomain::drop_op(uint32_t i) {
+  Op* op = ops_.at(i);
+  if (!op) return;
+  if (Peer* p = find_peer(op->peer); p && p->ops > 0) --p->ops;
+  ops_.release(op);
+}
+
+void IpcDomain::complete(uint32_t i, Status status) {
+  Op* op = ops_.at(i);
+  if (!op) return;
+  Event ev;
+  ev.kind = op->kind;
+  ev.context = op->context;
+  ev.status = std::move(status);
+  completed_.push_back(std::move(ev));
+  drop_op(i);
+}
+
+Result<IpcDomain::RemoteRegion*> IpcDomain::resolve_region(Peer& peer, uint64_t rkey, const LocalRegion& src) {
+  // The device whose context maps a GPU target and runs the copy: the source's, or for host
+  // sources the backend's default one.
+  auto device_for = [&](MemoryKind target) -> Result<int> {
+    if (target != MemoryKind::kCuda) return -1;
+    if (src.kind == MemoryKind::kCuda) return src.device;
+    Result<GpuBackend*> backend = gpu();
+    if (!backend.ok()) return backend.status();
+    return (*backend)->default_device();
+  };
+  auto it = peer.regions.find(rkey);
+  if (it != peer.regions.end()) {
+    // One load: is the key still registered there? (A region unregistered and freed must not be
+    // written through a stale mapping.)
+    if (peer.segment->key_live(rkey)) {
+      Result<int> device = device_for(it->second.info.kind);
+      if (!device.ok()) return device.status();
+      if (it->second.device == *device) return &it->second;
+    }
+    drop_region(peer, rkey);
+  }
+  Result<RegionInfo> info = peer.segment->lookup_region(rkey);
+  if (!info.ok()) {
+    return Status(info.status().code() == ErrorCode::kNotFound ? ErrorCode::kInvalidArgument : info.status().code(),
+                  "ipc: " + info.status().message());
+  }
+  Result<int> device = device_for(info->kind);
+  if (!device.ok()) return device.status();
+  RemoteRegion region;
+  region.info = *info;
+  region.device = *device;
+  if (info->kind == MemoryKind::kCuda) {
+    if (peer.address.owner.pid == self_.pid) {
+      region.mapped = reinterpret_cast<uint8_t*>(info->base);  // our own allocation: no IPC needed
+    } else {
+      ImportKey key{std::string(reinterpret_cast<const char*>(info->ipc_handle), sizeof(info->ipc_handle)), *device};
+      Import& import = peer.imports[key];
+      if (!import.base) {
+        Result<void*> base = gpu_->open_import(*info, *device);
+        if (!base.ok()) {
+          peer.imports.erase(key);
+          return base.status();
+        }
+        import.base = *base;
+        import.device = *device;
+      }
+      ++import.refs;
+      region.import = std::move(key);
+      region.mapped = static_cast<uint8_t*>(import.base) + info->alloc_offset;
+    }
+  }
+  return &peer.regions.emplace(rkey, std::move(region)).first->second;
+}
+
+void IpcDomain::drop_region(Peer& peer, uint64_t rkey) {
+  auto it = peer.regions.find(rkey);
+  if (it == peer.regions.end()) return;
+  if (!it->second.import.first.empty()) {
+    auto imp = peer.imports.find(it->second.import);
+    if (imp != peer.imports.end() && --imp->second.refs == 0) {
+      if (gpu_) gpu_->close_import(imp->second.base, imp->second.device);
+      peer.imports.erase(imp);
+    }
+  }
+  peer.regions.erase(it);
+}
+
+PostResult IpcDomain::post_write(const WriteWr& wr, Status* error) {
+  Peer* peer = find_peer(wr.peer);
+  if (Status s = check_peer(peer, wr.peer); !s.ok()) {
+    if (error) *error = std::move(s);
+    return PostResult::kFailed;
+  }
+  if (ops_.in_use() >= options_.max_inflight) return PostResult::kAgain;
+  if (peer->dead) return fail_async(EventKind::kWriteDone, wr.context, *peer);
+  auto fail = [&](Status s) {
+    if (error) *error = std::move(s);
+    return PostResult::kFailed;
+  };
+  if (wr.length == 0) {
+    // Imm-only: no bytes, but the key must name a live region at the target (as on a NIC).
+    if (!peer->segment->key_live(wr.rkey)) {
+      Result<RegionInfo> info = peer->segment->lookup_region(wr.rkey);
+      return fail(invalid_argument("ipc: " + info.status().message()));
+    }
+    const uint32_t op = new_op(EventKind::kWriteDone, wr.context, wr.peer);
+    if (!wr.has_imm) {
+      complete(op, ok_status());
+      return PostResult::kPosted;
+    }
+    ops_.at(op)->has_imm = true;
+    ops_.at(op)->imm = wr.imm;
+    OutItem item;
+    item.op = op;
+    item.imm = true;
+    item.imm_value = wr.imm;
+    peer->outbox.push_back(item);
+    ++outbox_items_;
+    pump_outbox(*peer);  // imm latency: push right away when the ring has room
+    return PostResult::kPosted;
+  }
+
+  const auto* src = static_cast<const LocalRegion*>(wr.src_desc);
+  const auto* s = static_cast<const uint8_t*>(wr.src);
+  if (!src || !s || s < src->base || wr.length > src->length || s - src->base > static_cast<ptrdiff_t>(src->length - wr.length)) {
+    return fail(invalid_argument("ipc: write source outside its registered region"));
+  }
+  Result<RemoteRegion*> dst = resolve_region(*peer, wr.rkey, *src);
+  if (!dst.ok()) return fail(dst.status());
+  const RegionInfo& target = (*dst)->info;
+  if (wr.remote_addr > target.length || wr.length > target.length - wr.remote_addr) {
+    return fail(out_of_range("ipc: write of " + std::to_string(wr.length) + " bytes at offset " +
+                             std::to_string(wr.remote_addr) + " exceeds the peer's " + std::to_string(target.length) +
+                             "-byte region"));
+  }
+  const uint32_t op = new_op(EventKind::kWriteDone, wr.context, wr.peer);
+  ops_.at(op)->has_imm = wr.has_imm;
+  ops_.at(op)->imm = wr.imm;
+  gpu::CopyRequest copy;
+  copy.op = op;
+  copy.src = wr.src;
+  copy.src_kind = src->kind;
+  copy.src_device = src->device;
+  copy.length = wr.length;
+  gpu::CopySubmit result;
+  Status why;
+  if (target.kind == MemoryKind::kHost) {
+    copy.dst_pid = peer->address.owner.pid;
+    copy.dst_addr = target.base + wr.remote_addr;
+    result = host_copies_.submit(copy, &why);
+  } else {
+    copy.dst_ptr = (*dst)->mapped + wr.remote_addr;
+    copy.dst_kind = MemoryKind::kCuda;
+    copy.dst_device = (*dst)->device;
+    result = gpu_ ? gpu_->copies().submit(copy, &why) : gpu::CopySubmit::kFailed;
+    if (!gpu_) why = unsupported("ipc: GPU targets need the CUDA backend");
+  }
+  if (result != gpu::CopySubmit::kAccepted) {
+    drop_op(op);  // not accepted: the op disappears without an event
+    if (result == gpu::CopySubmit::kFailed) return fail(std::move(why));
+    return PostResult::kAgain;
+  }
+  return PostResult::kPosted;
+}
+
+PostResult IpcDomain::enqueue_message(const SendWr& wr, bool control, EventKind kind, Status* error) {
+  Peer* peer = find_peer(wr.peer);
+  if (Status s = check_peer(peer, wr.peer); !s.ok()) {
+    if (error) *error = std::move(s);
+    return PostResult::kFailed;
+  }
+  if (wr.length > kMaxMessageBytes || (wr.length > 0 && wr.buf == nullptr)) {
+    if (error) *error = invalid_argument("ipc: message of " + std::to_string(wr.length) + " bytes");
+    return PostResult::kFailed;
+  }
+  if (ops_.in_use() >= options_.max_inflight) return PostResult::kAgain;
+  if (peer->dead) return fail_async(kind, wr.context, *peer);
+  const uint32_t op = new_op(kind, wr.context, wr.peer);
+  OutItem item;
+  item.op = op;
+  item.control = control;
+  item.bytes = static_cast<const uint8_t*>(wr.buf);
+  item.length = wr.length;
+  item.seq = peer->next_seq++;
+  peer->outbox.push_back(item);
+  ++outbox_items_;
+  pump_outbox(*peer);
+  return PostResult::kPosted;
+}
+
+PostResult IpcDomain::post_send(const SendWr& wr, Status* error) {
+  return enqueue_message(wr, false, EventKind::kSendDone, error);
+}
+
+PostResult IpcDomain::post_control_send(const SendWr& wr, Status* error) {
+  return enqueue_message(wr, true, EventKind::kControlSendDone, error);
+}
+
+PostResult IpcDomain::post_recv(const RecvWr& wr, Status* error) {
+  if (wr.length > 0 && wr.buf == nullptr) {
+    if (error) *error = invalid_argument("ipc: receive buffer without memory");
+    return PostResult::kFailed;
+  }
+  assembler_.post_recv(false, wr);
+  return PostResult::kPosted;
+}
+
+PostResult IpcDomain::post_control_recv(const RecvWr& wr, Status* error) {
+  if (wr.length > 0 && wr.buf == nullptr) {
+    if (error) *error = invalid_argument("ipc: control buffer without memory");
+    return PostResult::kFailed;
+  }
+  assembler_.post_recv(true, wr);
+  return PostResult::kPosted;
+}
+
+bool IpcDomain::owner_exited(Peer& peer) {
+  if (peer.dead) return true;
+  if (!peer.segment || peer.address.owner.pid == self_.pid) return false;
+  bool exited = false;
+  if (peer.watch_fd >= 0) {
+    if (peer.checked_pass == pass_) return peer.exited_seen;
+    peer.checked_pass = pass_;
+    exited = peer.exited_seen = watched_process_exited(peer.watch_fd);
+  } else {
+    const int64_t now = now_ns();
+    if (now - peer.last_check_ns < kFullCheckNs) return false;
+    peer.last_check_ns = now;
+    exited = !process_alive(peer.address.owner.pid, peer.address.owner.start_time);
+  }
+  if (exited) {
+    peer_failed(peer, Status(ErrorCode::kPeerUnreachable, "the peer process " + std::to_string(peer.address.owner.pid) + " has exited"));
+  }
+  return exited;
+}
+
+bool IpcDomain::pump_outbox(Peer& peer) {
+  if (peer.dead || peer.outbox.empty()) return false;
+  // Imms and messages for a process that is gone must fail, not vanish into its orphaned ring
+  // (a GPU copy into its memory may well have "succeeded").
+  if (owner_exited(peer)) return false;
+  bool pushed = false;
+  bool full = false;
+  while (!peer.outbox.empty() && !full) {
+    OutItem& item = peer.outbox.front();
+    RecordHeader h;
+    h.sender = sender_token_;
+    h.sender_pid = self_.pid;
+    if (item.imm) {
+      uint32_t n = 1;
+      while (n < peer.outbox.size() && n < kMaxImmCoalesce && peer.outbox[n].imm && peer.outbox[n].imm_value == item.imm_value) ++n;
+      h.type = RecordType::kImm;
+      h.value = item.imm_value;
+      h.count = n;
+      const RingProducer::Push r = peer.producer.push(h);
+      if (r == RingProducer::Push::kClosed) {
+        peer_failed(peer, Status(ErrorCode::kPeerUnreachable, "the peer closed its ipc domain"));
+        return pushed;
+      }
+      if (r == RingProducer::Push::kFull) {
+        full = true;
+        break;
+      }
+      pushed = true;
+      for (uint32_t k = 0; k < n; ++k) {
+        complete(peer.outbox.front().op, ok_status());
+        peer.outbox.pop_front();
+      }
+      outbox_items_ -= n;
+      continue;
+    }
+    h.type = RecordType::kFragment;
+    h.flags = item.control ? kFlagControl : 0;
+    h.value = item.seq;
+    h.count = static_cast<uint32_t>(item.length);
+    while (!item.started || item.sent < item.length) {
+      const uint64_t chunk = std::min<uint64_t>(kSlotPayloadBytes, item.length - item.sent);
+      h.offset = static_cast<uint32_t>(item.sent);
+      const RingProducer::Push r = peer.producer.push(h, std::span<const uint8_t>(item.bytes + item.sent, chunk));
+      if (r == RingProducer::Push::kClosed) {
+        peer_failed(peer, Status(ErrorCode::kPeerUnreachable, "the peer closed its ipc domain"));
+        return pushed;
+      }
+      if (r == RingProducer::Push::kFull) {
+        full = true;
+        break;
+      }
+      pushed = true;
+      item.started = true;
+      item.sent += chunk;
+    }
+    if (full) break;
+    complete(item.op, ok_status());
+    peer.outbox.pop_front();
+    --outbox_items_;
+  }
+  if (pushed) peer.segment->wake_owner();
+  return pushed;
+}
+
+bool IpcDomain::pump_outboxes() {
+  if (outbox_items_ == 0) return false;
+  bool any = false;
+  for (auto& [handle, peer] : peers_) any |= pump_outbox(*peer);
+  return any;
+}
+
+bool IpcDomain::progress_copies() {
+  copy_done_.clear();
+  if (host_copies_.inflight()) host_copies_.progress(copy_done_);
+  if (gpu_) gpu_->copies().progress(copy_done_);
+  for (gpu::CopyDone& d : copy_done_) {
+    const uint32_t i = static_cast<uint32_t>(d.op);
+    Op* found = ops_.at(i);
+    if (!found) continue;
+    Op& op = *found;
+    Peer* peer = find_peer(op.peer);
+    if (!d.status.ok()) {
+      if (peer && d.status.code() == ErrorCode::kPeerUnreachable && !peer->dead) peer_failed(*peer, d.status);
+      complete(i, std::move(d.status));
+      continue;
+    }
+    if (!peer || peer->dead || owner_exited(*peer)) {
+      complete(i, peer ? peer->why : Status(ErrorCode::kPeerUnreachable, "the peer was removed"));
+      continue;
+    }
+    if (!op.has_imm) {
+      complete(i, ok_status());
+      continue;
+    }
+    // The bytes are in the target's memory: only now may its imm go (data before imm).
+    OutItem item;
+    item.op = i;
+    item.imm = true;
+    item.imm_value = op.imm;
+    peer->outbox.push_back(item);
+    ++outbox_items_;
+  }
+  return !copy_done_.empty();
+}
+
+void IpcDomain::peer_failed(Peer& peer, const Status& why) {
+  if (peer.dead) return;
+  peer.dead = true;
+  peer.why = Status(ErrorCode::kPeerUnreachable, why.message());
+  FL_LOG_DEBUG("ipc domain {}: peer {} ({}) failed: {}", segment_->name(), peer.handle, peer.address.segment_name, why.message());
+  // Queued imms and messages can never be delivered; copies still running end as they finish.
+  while (!peer.outbox.empty()) {
+    complete(peer.outbox.front().op, peer.why);
+    peer.outbox.pop_front();
+    --outbox_items_;
+  }
+}
+
+bool IpcDomain::sweep_peers(int64_t now) {
+  bool any = false;
+  for (auto& [handle, peer] : peers_) {
+    if (peer->dead || peer->ops == 0 || !peer->segment) continue;
+    if (peer->segment->closed()) {
+      peer_failed(*peer, Status(ErrorCode::kPeerUnreachable, "the peer closed its ipc domain"));
+      any = true;
+    } else if (peer->address.owner.pid != self_.pid && !process_alive(peer->address.owner.pid, peer->address.owner.start_time)) {
+      peer_failed(*peer, Status(ErrorCode::kPeerUnreachable, "the peer process " + std::to_string(peer->address.owner.pid) + " has exited"));
+      any = true;
+    }
+    peer->last_check_ns = now;
+  }
+  return any;
+}
+
+void IpcDomain::release_removed_peers() {
+  std::vector<PeerHandle> gone;
+  for (auto& [handle, peer] : peers_) {
+    if (peer->removed && peer->ops == 0) gone.push_back(handle);
+  }
+  for (PeerHandle h : gone) maybe_release(*peers_.at(h));
+}
+
+}  // namespace fabric_lib::transport::ipc

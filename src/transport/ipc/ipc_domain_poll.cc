@@ -1,0 +1,140 @@
+// IpcDomain: poll() and the owner's side of the ring — imms and message fragments pushed by
+// peers become events; slots claimed by producers that died are skipped; the worker may sleep
+// on the wake-up FIFO once nothing is pending.
+#include <time.h>
+
+#include "base/log.h"
+#include "transport/ipc/ipc_domain.h"
+
+namespace fabric_lib::transport::ipc {
+namespace {
+
+constexpr int64_t kSweepIntervalNs = 20'000'000;        // liveness of peers with operations in flight
+constexpr int64_t kPartialCheckIntervalNs = 500'000'000; // senders of half-received messages
+constexpr int64_t kBlockedSlotCheckNs = 5'000'000;       // a claimed, unpublished slot this old: is its producer alive?
+// A single imm record may announce at most this many arrivals (senders coalesce up to 4096).
+constexpr uint32_t kMaxImmRecordCount = 1u << 16;
+
+int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+bool pid_alive(uint32_t pid) { return process_start_time(pid).ok(); }
+
+}  // namespace
+
+size_t IpcDomain::poll(std::vector<Event>& out, size_t max) {
+  if (asked_to_sleep_) {
+    segment_->header()->consumer_sleeping.store(0, std::memory_order_relaxed);
+    segment_->drain_wakeups();
+    asked_to_sleep_ = false;
+  }
+  const size_t before = out.size();
+  ++pass_;
+  progress_copies();
+  pump_outboxes();
+  const int64_t now = (ops_.in_use() || assembler_.partial_count()) ? now_ns() : 0;
+  if (ops_.in_use() && now >= next_sweep_ns_) {
+    next_sweep_ns_ = now + kSweepIntervalNs;
+    sweep_peers(now);
+  }
+  if (assembler_.partial_count() && now >= next_partial_check_ns_) {
+    next_partial_check_ns_ = now + kPartialCheckIntervalNs;
+    if (size_t n = assembler_.drop_partial_of(pid_alive)) {
+      FL_LOG_WARN("ipc domain {}: dropped {} partly received message(s) of exited senders", segment_->name(), n);
+    }
+  }
+  while (out.size() - before < max && !completed_.empty()) {
+    out.push_back(std::move(completed_.front()));
+    completed_.pop_front();
+  }
+  if (out.size() - before < max) consume_ring(out, max - (out.size() - before));
+  if (out.size() - before < max) assembler_.deliver(out, max - (out.size() - before));
+  release_removed_peers();
+  return out.size() - before;
+}
+
+size_t IpcDomain::consume_ring(std::vector<Event>& out, size_t max) {
+  size_t n = 0;
+  Record record;
+  while (n < max) {
+    if (pending_imm_count_ > 0) {
+      Event ev;
+      ev.kind = EventKind::kImm;
+      ev.imm = pending_imm_;
+      out.push_back(ev);
+      --pending_imm_count_;
+      ++n;
+      continue;
+    }
+    if (!assembler_.accepting()) break;  // messages wait for receive buffers: stop reading
+    uint32_t claimer = 0;
+    switch (consumer_.pop(record, &claimer)) {
+      case RingConsumer::Pop::kEmpty:
+        return n;
+      case RingConsumer::Pop::kBlocked:
+        on_blocked_slot(claimer);
+        return n;
+      case RingConsumer::Pop::kInvalid:
+        if (invalid_records_++ % 1024 == 0) FL_LOG_WARN("ipc domain {}: skipped an invalid ring slot", segment_->name());
+        continue;
+      case RingConsumer::Pop::kRecord:
+        break;
+    }
+    blocked_position_ = UINT64_MAX;
+    if (record.header.type == RecordType::kImm) {
+      if (record.header.count == 0 || record.header.count > kMaxImmRecordCount || record.payload_len != 0) {
+        if (invalid_records_++ % 1024 == 0) FL_LOG_WARN("ipc domain {}: skipped a malformed imm record", segment_->name());
+        continue;
+      }
+      pending_imm_ = record.header.value;
+      pending_imm_count_ = record.header.count;
+      continue;
+    }
+    Status s = assembler_.add(record);
+    if (!s.ok()) FL_LOG_WARN("ipc domain {}: {}", segment_->name(), s.message());
+  }
+  return n;
+}
+
+void IpcDomain::on_blocked_slot(uint32_t claimer) {
+  // Normally a claim is published within nanoseconds; one that stays is a producer that died
+  // between claiming and publishing (or one that is paused: then it must be waited for).
+  const int64_t now = now_ns();
+  if (blocked_position_ != consumer_.position()) {
+    blocked_position_ = consumer_.position();
+    blocked_since_ns_ = now;
+    return;
+  }
+  if (now - blocked_since_ns_ < kBlockedSlotCheckNs) return;
+  blocked_since_ns_ = now;
+  if (claimer == self_.pid || pid_alive(claimer)) return;
+  if (consumer_.skip_claimed(claimer)) {
+    FL_LOG_WARN("ipc domain {}: skipped a ring slot claimed by exited process {}", segment_->name(), claimer);
+    blocked_position_ = UINT64_MAX;
+  }
+}
+
+bool IpcDomain::has_deferred_work() const {
+  return host_copies_.inflight() > 0 || (gpu_ && gpu_->copies().inflight() > 0) || outbox_items_ > 0 ||
+         !completed_.empty() || pending_imm_count_ > 0 || assembler_.deliverable();
+}
+
+bool IpcDomain::ready_to_block() {
+  if (has_deferred_work()) return false;
+  SegmentHeader* h = segment_->header();
+  h->consumer_sleeping.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the producers' fence in wake_owner()
+  // While messages wait for receive buffers the ring is not read anyway: posting buffers (through
+  // the worker's inbox) wakes the worker.
+  if (assembler_.accepting() && consumer_.has_pending()) {
+    h->consumer_sleeping.store(0, std::memory_order_relaxed);
+    return false;
+  }
+  asked_to_sleep_ = true;
+  return true;
+}
+
+}  // namespace fabric_lib::transport::ipc

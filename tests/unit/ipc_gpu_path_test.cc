@@ -1,0 +1,194 @@
+// The ipc domain's GPU path without a GPU: a fake backend serves "device memory" from a
+// MAP_SHARED mapping made before fork(), so it sits at the same address in the parent and in the
+// child that owns the target domain (standing in for CUDA IPC), and its copy engine finishes
+// copies in reverse order. Checked across the two processes: the target sees every write's bytes
+// when its imm arrives, each remote allocation is imported once however many regions it holds,
+// imports close when the peer is removed, and a host source reaches a GPU target through the
+// default device.
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "ipc_test_support.h"
+
+namespace fabric_lib::transport::ipc {
+namespace {
+
+constexpr size_t kAllocBytes = 8 << 20;
+constexpr size_t kSlotBytes = 64 * 1024;
+constexpr uint32_t kWrites = 48;
+
+struct FakeCounters {
+  int opens = 0;
+  int closes = 0;
+};
+
+class FakeCopies final : public gpu::CopyEngine {
+ public:
+  gpu::CopySubmit submit(const gpu::CopyRequest& r, Status* error) override {
+    if (!r.dst_ptr || r.dst_device != 0) {
+      *error = invalid_argument("fake: no mapped target");
+      return gpu::CopySubmit::kFailed;
+    }
+    queued_.push_back(r);
+    return gpu::CopySubmit::kAccepted;
+  }
+  void progress(std::vector<gpu::CopyDone>& done) override {
+    // Finish everything queued, newest first: completion order says nothing about posting order.
+    while (!queued_.empty()) {
+      const gpu::CopyRequest r = queued_.back();
+      queued_.pop_back();
+      std::memcpy(r.dst_ptr, r.src, r.length);
+      done.push_back({r.op, ok_status()});
+    }
+  }
+  size_t inflight() const override { return queued_.size(); }
+  void drain() override { queued_.clear(); }
+
+ private:
+  std::vector<gpu::CopyRequest> queued_;
+};
+
+class FakeGpu final : public GpuBackend {
+ public:
+  FakeGpu(uint8_t* alloc, FakeCounters* counters) : alloc_(alloc), counters_(counters) {}
+  Result<GpuExport> export_region(void* ptr, size_t length, bool for_peers) override {
+    auto* p = static_cast<uint8_t*>(ptr);
+    GpuExport e;
+    e.device = 0;
+    if (!for_peers) return e;
+    if (p < alloc_ || p + length > alloc_ + kAllocBytes) return invalid_argument("fake: outside the allocation");
+    e.alloc_offset = static_cast<uint64_t>(p - alloc_);
+    const uint64_t base = reinterpret_cast<uint64_t>(alloc_);
+    std::memcpy(e.ipc_handle, &base, 8);
+    return e;
+  }
+  Result<void*> open_import(const RegionInfo& region, int device) override {
+    ++counters_->opens;
+    uint64_t base = 0;
+    std::memcpy(&base, region.ipc_handle, 8);
+    return reinterpret_cast<void*>(base);  // the same address in both processes (MAP_SHARED before fork)
+  }
+  void close_import(void*, int) override { ++counters_->closes; }
+  int default_device() const override { return 0; }
+  gpu::CopyEngine& copies() override { return copies_; }
+
+ private:
+  uint8_t* alloc_;
+  FakeCounters* counters_;
+  FakeCopies copies_;
+};
+
+GpuBackendFactory fake_factory(uint8_t* alloc, FakeCounters* counters) {
+  return [alloc, counters]() -> Result<std::unique_ptr<GpuBackend>> { return std::unique_ptr<GpuBackend>(new FakeGpu(alloc, counters)); };
+}
+
+uint8_t pattern(uint32_t write, size_t i) { return static_cast<uint8_t>(write * 13 + i * 7 + 1); }
+
+// The target process: two regions in one allocation; counts imms and checks, at each arrival,
+// that the write it announces is complete. Exit code 0 when all kWrites arrived intact.
+int run_target(uint8_t* alloc, int to_parent, int from_parent) {
+  FakeCounters counters;
+  auto d = testing::open_domain(8192, fake_factory(alloc, &counters));
+  if (!d) return 10;
+  std::memset(alloc, 0, kAllocBytes);
+  auto r1 = d->register_memory(alloc + 4096, kWrites / 2 * kSlotBytes, Access::kRemoteWrite, MemoryKind::kCuda);
+  auto r2 = d->register_memory(alloc + (4 << 20), kWrites / 2 * kSlotBytes, Access::kRemoteWrite, MemoryKind::kCuda);
+  if (!r1.ok() || !r2.ok()) return 11;
+  const std::vector<uint8_t>& address = d->address();
+  const uint32_t len = static_cast<uint32_t>(address.size());
+  if (write(to_parent, &len, 4) != 4 || write(to_parent, address.data(), len) != static_cast<ssize_t>(len) ||
+      write(to_parent, &r1->rkey, 8) != 8 || write(to_parent, &r2->rkey, 8) != 8) {
+    return 12;
+  }
+  std::vector<Event> events;
+  uint32_t arrived = 0;
+  int bad = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (arrived < kWrites && std::chrono::steady_clock::now() < end) {
+    events.clear();
+    d->poll(events, 64);
+    for (const Event& e : events) {
+      if (e.kind != EventKind::kImm) continue;
+      const uint32_t w = e.imm;  // write w went to region (w % 2), slot w / 2
+      const uint8_t* at = alloc + (w % 2 ? (4 << 20) : 4096) + (w / 2) * kSlotBytes;
+      for (size_t i = 0; i < kSlotBytes; ++i) bad += at[i] != pattern(w, i);
+      ++arrived;
+    }
+  }
+  char done = 0;
+  if (read(from_parent, &done, 1) != 1) return 13;  // stay alive until the parent is finished
+  return arrived == kWrites && bad == 0 ? 0 : 14;
+}
+
+TEST(IpcGpuPath, ImportsOnceCopiesUnorderedAndImmFollowsData) {
+  auto* alloc = static_cast<uint8_t*>(mmap(nullptr, kAllocBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(alloc, MAP_FAILED);
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  const pid_t child = fork();
+  if (child == 0) _exit(run_target(alloc, up[1], down[0]));
+  ASSERT_GT(child, 0);
+  uint32_t len = 0;
+  ASSERT_EQ(read(up[0], &len, 4), 4);
+  ASSERT_LE(len, 256u);
+  std::vector<uint8_t> address(len);
+  uint64_t rkeys[2];
+  ASSERT_EQ(read(up[0], address.data(), len), static_cast<ssize_t>(len));
+  ASSERT_EQ(read(up[0], &rkeys[0], 8), 8);
+  ASSERT_EQ(read(up[0], &rkeys[1], 8), 8);
+
+  // The writer's own "GPU" source lives in private memory (any device pointer will do for the fake).
+  FakeCounters counters;
+  static uint8_t source_alloc[kAllocBytes];
+  auto d = testing::open_domain(8192, fake_factory(source_alloc, &counters));
+  ASSERT_TRUE(d);
+  std::vector<uint8_t> host_src(kWrites * kSlotBytes);
+  for (uint32_t w = 0; w < kWrites; ++w) {
+    for (size_t i = 0; i < kSlotBytes; ++i) {
+      (w % 3 ? source_alloc : host_src.data())[w * kSlotBytes + i] = pattern(w, i);
+    }
+  }
+  auto gpu_src = d->register_memory(source_alloc, kWrites * kSlotBytes, Access::kLocalOnly, MemoryKind::kCuda);
+  auto host_mr = d->register_memory(host_src.data(), host_src.size(), Access::kLocalOnly, MemoryKind::kHost);
+  ASSERT_TRUE(gpu_src.ok() && host_mr.ok());
+  Result<PeerHandle> peer = d->add_peer(address);
+  ASSERT_TRUE(peer.ok()) << peer.status().to_string();
+  Status error;
+  for (uint32_t w = 0; w < kWrites; ++w) {
+    const bool from_gpu = w % 3 != 0;  // every third write comes from host memory
+    WriteWr wr;
+    wr.src = (from_gpu ? source_alloc : host_src.data()) + w * kSlotBytes;
+    wr.src_desc = from_gpu ? gpu_src->desc : host_mr->desc;
+    wr.length = kSlotBytes;
+    wr.peer = *peer;
+    wr.remote_addr = (w / 2) * kSlotBytes;
+    wr.rkey = rkeys[w % 2];
+    wr.has_imm = true;
+    wr.imm = w;
+    wr.context = w;
+    ASSERT_EQ(d->post_write(wr, &error), PostResult::kPosted) << error.to_string();
+  }
+  std::vector<Event> events;
+  ASSERT_TRUE(testing::poll_until({d.get()}, {&events}, [&] { return events.size() == kWrites; }));
+  for (const Event& e : events) EXPECT_TRUE(e.status.ok()) << e.status.to_string();
+  EXPECT_EQ(counters.opens, 1) << "two regions of one allocation: one import";
+  EXPECT_EQ(d->imports_open(), 1u);
+  d->remove_peer(*peer);
+  EXPECT_EQ(counters.closes, 1);
+  EXPECT_EQ(d->peers(), 0u);
+  const char done = 1;
+  ASSERT_EQ(write(down[1], &done, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the target saw a missing or incomplete write (see run_target)";
+  munmap(alloc, kAllocBytes);
+  for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+}
+
+}  // namespace
+}  // namespace fabric_lib::transport::ipc

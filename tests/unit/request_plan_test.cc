@@ -1,0 +1,356 @@
+// Whole-request plans (src/core/shard_planner.h): every byte and page of a write, paged write,
+// scatter or imm-only request in exactly one WR, on the domain the rules say, with imm counts that
+// agree with imm_count_of(); and the grouping of a request's WRs by domain (core/request.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/request.h"
+#include "core/shard_planner.h"
+#include "fabric_lib/requests.h"
+#include "planner_test_support.h"
+
+namespace fabric_lib {
+namespace {
+
+using namespace testing_planner;
+using planner::PageRun;
+using planner::WritePiece;
+using planner::WrPlan;
+
+// ---- whole-request plans ---------------------------------------------------------------------
+
+// Marks [begin, begin + len) in `counts`; returns false if it falls outside.
+bool mark(std::vector<uint8_t>& counts, uint64_t begin, uint64_t len) {
+  if (begin > counts.size() || len > counts.size() - begin) return false;
+  for (uint64_t i = begin; i < begin + len; ++i) ++counts[i];
+  return true;
+}
+
+// plan_write(): every source and destination byte exactly once, offsets shifted by the request's,
+// one target, domains as plan_contiguous() assigns them.
+TEST(ShardPlanner, PlanWriteCoversEveryByteOnce) {
+  std::mt19937_64 rng(99);
+  for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8}, size_t{16}}) {
+    for (const Route& route : test_routes(n)) {
+      for (uint64_t len : {uint64_t{1}, uint64_t{4096}, 64 * KiB + 1, 300 * KiB + 7, MiB + 3}) {
+        WriteRequest req;
+        req.length = len;
+        req.src_offset = rng() % 10000;
+        req.dst_offset = rng() % 10000;
+        req.route = route;
+        req.imm = 5;
+        const uint32_t start = static_cast<uint32_t>(rng() % 64);
+        std::vector<WrPlan> plan;
+        planner::plan_write(req, n, start, plan);
+        std::vector<WritePiece> pieces;
+        planner::plan_contiguous(len, route, n, start, pieces);
+        ASSERT_EQ(plan.size(), pieces.size());
+        EXPECT_EQ(imm_count_of(req, n), plan.size());
+
+        std::vector<uint8_t> src(req.src_offset + len + 16, 0), dst(req.dst_offset + len + 16, 0);
+        for (size_t i = 0; i < plan.size(); ++i) {
+          const WrPlan& w = plan[i];
+          EXPECT_EQ(w.target, 0u);
+          EXPECT_EQ(w.domain, pieces[i].domain);
+          EXPECT_LT(w.domain, n);
+          EXPECT_EQ(w.src_offset, req.src_offset + pieces[i].offset);
+          EXPECT_EQ(w.dst_offset - w.src_offset, req.dst_offset - req.src_offset);
+          ASSERT_TRUE(mark(src, w.src_offset, w.length));
+          ASSERT_TRUE(mark(dst, w.dst_offset, w.length));
+        }
+        for (uint64_t i = 0; i < src.size(); ++i) {
+          const bool inside = i >= req.src_offset && i < req.src_offset + len;
+          ASSERT_EQ(src[i], inside ? 1 : 0) << "src byte " << i;
+        }
+        for (uint64_t i = 0; i < dst.size(); ++i) {
+          const bool inside = i >= req.dst_offset && i < req.dst_offset + len;
+          ASSERT_EQ(dst[i], inside ? 1 : 0) << "dst byte " << i;
+        }
+        req.imm.reset();
+        EXPECT_EQ(imm_count_of(req, n), 0u);
+      }
+    }
+  }
+}
+
+// A zero-length write with an imm is one empty WR (one imm at the target).
+TEST(ShardPlanner, ZeroLengthWriteIsOneEmptyWr) {
+  WriteRequest req;
+  req.length = 0;
+  req.src_offset = 10;
+  req.dst_offset = 20;
+  req.imm = 1;
+  std::vector<WrPlan> plan;
+  planner::plan_write(req, 4, 2, plan);
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].length, 0u);
+  EXPECT_EQ(plan[0].src_offset, 10u);
+  EXPECT_EQ(plan[0].dst_offset, 20u);
+  EXPECT_EQ(plan[0].domain, 2u);
+  EXPECT_EQ(imm_count_of(req, 4), 1u);
+}
+
+// plan_paged(): WR i is page i of the (permuted) lists at src_offset + src_pages[i]*src_stride and
+// dst_offset + dst_pages[i]*dst_stride; every byte of every page once; runs on rotating domains;
+// imm_count_of() == pages with an imm, 0 without.
+TEST(ShardPlanner, PlanPagedCoversEveryPageOnce) {
+  std::mt19937_64 rng(5);
+  for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{16}}) {
+    for (const Route& route : test_routes(n)) {
+      for (size_t pages : {size_t{1}, size_t{2}, size_t{7}, size_t{16}, size_t{33}, size_t{100}}) {
+        PagedWriteRequest req;
+        req.page_length = 1 + rng() % 300;
+        req.src_stride = req.page_length + rng() % 50;
+        req.dst_stride = req.page_length + rng() % 50;
+        req.src_offset = rng() % 1000;
+        req.dst_offset = rng() % 1000;
+        req.route = route;
+        const size_t slots = pages + rng() % 20;  // page indices are drawn from [0, slots)
+        std::vector<uint32_t> idx(slots);
+        std::iota(idx.begin(), idx.end(), 0);
+        std::shuffle(idx.begin(), idx.end(), rng);
+        req.src_pages.assign(idx.begin(), idx.begin() + pages);
+        std::shuffle(idx.begin(), idx.end(), rng);
+        req.dst_pages.assign(idx.begin(), idx.begin() + pages);
+        const uint32_t start = static_cast<uint32_t>(rng() % 100);
+        SCOPED_TRACE("pages=" + std::to_string(pages) + " N=" + std::to_string(n) + " " + route_name(route));
+
+        std::vector<WrPlan> plan = {{7, 7, 7, 7, 7}};  // plan_paged appends
+        planner::plan_paged(req, n, start, plan);
+        ASSERT_EQ(plan.size(), pages + 1);
+        EXPECT_EQ(plan[0].domain, 7u);
+        plan.erase(plan.begin());
+
+        std::vector<PageRun> runs;
+        planner::plan_pages(pages, route, n, start, runs);
+        std::vector<uint8_t> src(req.src_offset + slots * req.src_stride + req.page_length, 0);
+        std::vector<uint8_t> dst(req.dst_offset + slots * req.dst_stride + req.page_length, 0);
+        for (size_t i = 0; i < pages; ++i) {
+          const WrPlan& w = plan[i];
+          EXPECT_EQ(w.src_offset, req.src_offset + uint64_t{req.src_pages[i]} * req.src_stride) << i;
+          EXPECT_EQ(w.dst_offset, req.dst_offset + uint64_t{req.dst_pages[i]} * req.dst_stride) << i;
+          EXPECT_EQ(w.length, req.page_length);
+          EXPECT_EQ(w.target, 0u);
+          EXPECT_LT(w.domain, n);
+          const auto run = std::find_if(runs.begin(), runs.end(), [&](const PageRun& r) { return i >= r.begin && i < r.end; });
+          ASSERT_NE(run, runs.end());
+          EXPECT_EQ(w.domain, run->domain) << i;
+          ASSERT_TRUE(mark(src, w.src_offset, w.length));
+          ASSERT_TRUE(mark(dst, w.dst_offset, w.length));
+        }
+        // Each byte of each requested page exactly once, nothing else.
+        std::vector<uint8_t> want_src(src.size(), 0), want_dst(dst.size(), 0);
+        for (size_t i = 0; i < pages; ++i) {
+          mark(want_src, req.src_offset + uint64_t{req.src_pages[i]} * req.src_stride, req.page_length);
+          mark(want_dst, req.dst_offset + uint64_t{req.dst_pages[i]} * req.dst_stride, req.page_length);
+        }
+        EXPECT_EQ(src, want_src);
+        EXPECT_EQ(dst, want_dst);
+
+        EXPECT_EQ(imm_count_of(req, n), 0u);
+        req.imm = 77;
+        EXPECT_EQ(imm_count_of(req, n), pages);
+        if (std::holds_alternative<Pinned>(route)) {
+          for (const WrPlan& w : plan) EXPECT_EQ(w.domain, std::get<Pinned>(route).domain);
+        }
+      }
+    }
+  }
+}
+
+// plan_scatter(): for both shardings, each target's bytes exactly once with its offsets, on the
+// documented domains; imm_count_of(request, t, N) == WRs with target t.
+TEST(ShardPlanner, PlanScatterAndImmCounts) {
+  std::mt19937_64 rng(31337);
+  const std::vector<uint64_t> target_lengths = {0, 1, 4096, 64 * KiB - 1, 64 * KiB + 1, 300 * KiB, MiB + 3};
+  for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{16}}) {
+    for (const Route& route : test_routes(n)) {
+      for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
+        ScatterRequest req;
+        req.sharding = sharding;
+        req.route = route;
+        req.imm = 3;
+        const size_t targets = 1 + rng() % 12;
+        for (size_t t = 0; t < targets; ++t) {
+          ScatterTarget tg;
+          tg.length = target_lengths[rng() % target_lengths.size()];
+          tg.src_offset = rng() % (2 * MiB);
+          tg.dst_offset = rng() % 5000;
+          req.targets.push_back(tg);
+        }
+        const uint32_t start = static_cast<uint32_t>(rng() % 1000);
+        SCOPED_TRACE(std::string(sharding == ScatterSharding::kByPeer ? "byPeer" : "byBytes") +
+                     " N=" + std::to_string(n) + " " + route_name(route) + " start=" + std::to_string(start));
+        std::vector<WrPlan> plan;
+        planner::plan_scatter(req, n, start, plan);
+
+        std::map<uint32_t, std::vector<WrPlan>> by_target;
+        for (const WrPlan& w : plan) {
+          ASSERT_LT(w.target, targets);
+          ASSERT_LT(w.domain, n);
+          by_target[w.target].push_back(w);
+        }
+        for (uint32_t t = 0; t < targets; ++t) {
+          const ScatterTarget& tg = req.targets[t];
+          const std::vector<WrPlan>& wrs = by_target[t];
+          ASSERT_FALSE(wrs.empty()) << "target " << t;
+          EXPECT_EQ(imm_count_of(req, t, n), wrs.size()) << "target " << t;
+          // Exact, ordered cover of the target's source range, destination shifted alike.
+          uint64_t at = tg.src_offset;
+          for (const WrPlan& w : wrs) {
+            EXPECT_EQ(w.src_offset, at) << "target " << t;
+            EXPECT_EQ(w.dst_offset, tg.dst_offset + (w.src_offset - tg.src_offset)) << "target " << t;
+            EXPECT_LE(w.length, kMaxWrBytes);
+            at += w.length;
+          }
+          EXPECT_EQ(at, tg.src_offset + tg.length) << "target " << t;
+          if (tg.length == 0) {
+            EXPECT_EQ(wrs.size(), 1u);
+          }
+          // Domains.
+          if (sharding == ScatterSharding::kByPeer) {
+            const uint32_t d = planner::domain_of(t, route, n, start);
+            for (const WrPlan& w : wrs) EXPECT_EQ(w.domain, d) << "target " << t;
+            EXPECT_EQ(d, expected_domain(t, route, n, start));
+          } else {
+            std::vector<WritePiece> pieces;
+            planner::plan_contiguous(tg.length, route, n, start + t, pieces);
+            ASSERT_EQ(pieces.size(), wrs.size());
+            for (size_t i = 0; i < wrs.size(); ++i) EXPECT_EQ(wrs[i].domain, pieces[i].domain);
+          }
+        }
+        EXPECT_EQ(imm_count_of(req, targets, n), 0u) << "out-of-range target";
+        EXPECT_EQ(imm_count_of(req, targets + 100, n), 0u);
+        req.imm.reset();
+        for (uint32_t t = 0; t < targets; ++t) EXPECT_EQ(imm_count_of(req, t, n), 0u);
+      }
+    }
+  }
+}
+
+// A scatter target longer than kMaxWrBytes is split into several WRs (both shardings), and
+// imm_count_of() counts them.
+TEST(ShardPlanner, ScatterLongTargetSplitsWrs) {
+  for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
+    ScatterRequest req;
+    req.sharding = sharding;
+    req.imm = 1;
+    req.targets.push_back({3 * kMaxWrBytes + 5, 0, 0, {}, 0});
+    req.targets.push_back({10, 0, 0, {}, 1});
+    std::vector<WrPlan> plan;
+    planner::plan_scatter(req, 2, 0, plan);
+    size_t t0 = 0;
+    uint64_t bytes = 0;
+    for (const WrPlan& w : plan) {
+      if (w.target == 0) {
+        ++t0;
+        bytes += w.length;
+        EXPECT_LE(w.length, kMaxWrBytes);
+      }
+    }
+    EXPECT_EQ(bytes, 3 * kMaxWrBytes + 5);
+    EXPECT_EQ(t0, 4u);
+    EXPECT_EQ(imm_count_of(req, 0, 2), 4u);
+    EXPECT_EQ(imm_count_of(req, 1, 2), 1u);
+  }
+}
+
+// plan_imm_only(): one zero-length WR per peer, peers rotating over domains from `start`.
+TEST(ShardPlanner, ImmOnlyPlan) {
+  for (size_t n = 1; n <= 16; ++n) {
+    for (size_t peers : {size_t{1}, size_t{3}, size_t{16}, size_t{40}}) {
+      const uint32_t start = static_cast<uint32_t>(n * 3 + peers);
+      std::vector<WrPlan> plan;
+      planner::plan_imm_only(peers, n, start, plan);
+      ASSERT_EQ(plan.size(), peers);
+      std::vector<size_t> per_domain(n, 0);
+      for (size_t t = 0; t < peers; ++t) {
+        EXPECT_EQ(plan[t].target, t);
+        EXPECT_EQ(plan[t].length, 0u);
+        EXPECT_EQ(plan[t].src_offset, 0u);
+        EXPECT_EQ(plan[t].dst_offset, 0u);
+        EXPECT_EQ(plan[t].domain, (start + t) % n);
+        ++per_domain[plan[t].domain];
+      }
+      // Spread evenly.
+      const auto [lo, hi] = std::minmax_element(per_domain.begin(), per_domain.end());
+      if (peers >= n) {
+        EXPECT_LE(*hi - *lo, 1u);
+      }
+    }
+  }
+  EXPECT_EQ(kImmCountOfImmOnly, 1u);
+  EXPECT_EQ(kImmCountOfBarrierPerPeer, 1u);
+}
+
+// group_by_domain(): WRs stably sorted by domain and domain_begin[d]..[d+1] is exactly domain d's
+// range (empty for unused domains).
+TEST(RequestGrouping, GroupByDomain) {
+  std::mt19937 rng(11);
+  for (size_t n = 1; n <= 16; ++n) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{64}, size_t{500}}) {
+      detail::Request req;
+      for (size_t i = 0; i < count; ++i) {
+        // Skew towards few domains so some stay empty.
+        const uint32_t d = static_cast<uint32_t>(rng() % std::max<size_t>(1, n / 2 + 1)) % n;
+        req.wrs.push_back({d, 0, /*src_offset = original index*/ i, 0, 1});
+      }
+      const std::vector<WrPlan> before = req.wrs;
+      detail::group_by_domain(req, n);
+      ASSERT_EQ(req.wrs.size(), count);
+      ASSERT_EQ(req.domain_begin.size(), n + 1);
+      EXPECT_EQ(req.domain_begin[0], 0u);
+      EXPECT_EQ(req.domain_begin[n], count);
+      for (size_t d = 0; d < n; ++d) {
+        ASSERT_LE(req.domain_begin[d], req.domain_begin[d + 1]);
+        size_t expected = 0;
+        for (const WrPlan& w : before) expected += w.domain == d;
+        EXPECT_EQ(req.domain_begin[d + 1] - req.domain_begin[d], expected) << "domain " << d;
+        uint64_t last_index = 0;
+        for (uint32_t i = req.domain_begin[d]; i < req.domain_begin[d + 1]; ++i) {
+          EXPECT_EQ(req.wrs[i].domain, d);
+          if (i > req.domain_begin[d]) {
+            EXPECT_GT(req.wrs[i].src_offset, last_index) << "not stable";
+          }
+          last_index = req.wrs[i].src_offset;
+        }
+      }
+      // Nothing lost or duplicated.
+      std::vector<uint64_t> ids;
+      for (const WrPlan& w : req.wrs) ids.push_back(w.src_offset);
+      std::sort(ids.begin(), ids.end());
+      for (size_t i = 0; i < count; ++i) EXPECT_EQ(ids[i], i);
+    }
+  }
+}
+
+// group_by_domain() on a real plan (a kByBytes scatter over 4 domains) keeps every WR.
+TEST(RequestGrouping, GroupsAScatterPlan) {
+  ScatterRequest sreq;
+  sreq.sharding = ScatterSharding::kByBytes;
+  for (uint32_t t = 0; t < 5; ++t) sreq.targets.push_back({MiB + t, t * MiB, 0, {}, t});
+  detail::Request req;
+  planner::plan_scatter(sreq, 4, 1, req.wrs);
+  const size_t total = req.wrs.size();
+  ASSERT_EQ(total, 20u);  // 5 targets x 4 shards of ~256 KiB
+  detail::group_by_domain(req, 4);
+  ASSERT_EQ(req.domain_begin.size(), 5u);
+  for (uint32_t d = 0; d < 4; ++d) {
+    EXPECT_EQ(req.domain_begin[d + 1] - req.domain_begin[d], 5u) << d;
+    for (uint32_t i = req.domain_begin[d]; i < req.domain_begin[d + 1]; ++i) EXPECT_EQ(req.wrs[i].domain, d);
+  }
+  uint64_t bytes = 0;
+  for (const WrPlan& w : req.wrs) bytes += w.length;
+  EXPECT_EQ(bytes, 5 * MiB + 10);
+}
+
+}  // namespace
+}  // namespace fabric_lib
