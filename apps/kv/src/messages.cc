@@ -152,7 +152,8 @@ Status decode_dispatch(wire::Reader& r, DispatchMessage& m) {
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return bad("a destination page repeats");
   if (!r.u8(has_tail, "has_tail") || has_tail > 1) return bad("has_tail must be 0 or 1");
   m.has_tail = has_tail == 1;
-  if (m.has_tail != plan->sends_tail) return bad(m.has_tail ? "a tail for a rank that does not send it" : "the tail is missing");
+  if (m.has_tail && !plan->sends_tail) return bad("a tail for a prefill rank that does not send this rank's tail");
+  if (!m.has_tail && (plan->segments.empty() || m.dst_pages.empty())) return bad("the dispatch asks for nothing");
   if (m.has_tail) {
     if (!r.u16(m.tail_region, "tail region") || !r.u64(m.tail_offset, "tail offset") || !r.u64(m.tail_length, "tail length"))
       return bad("truncated at " + r.error());
