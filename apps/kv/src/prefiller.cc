@@ -64,6 +64,15 @@ Status Prefiller::add_request(PrefillRequest q) {
     if (I.stopping) return stopped("prefiller: shut down");
     auto& r = I.request_locked(q.id);
     if (r->known) return Status(ErrorCode::kAlreadyExists, "prefiller: request '" + q.id + "' was added already");
+    if (q.decode_tp > 0) {
+      auto ranks = destinations_of(I.options.layout, I.options.rank, q.decode_tp, q.decode_packing);
+      if (!ranks.ok()) return ranks.status();
+      if (r->expected_known && r->decode_tp != q.decode_tp)
+        return invalid_argument("prefiller: decode_tp differs from the dispatches'");
+      r->expected_known = true;
+      r->decode_tp = q.decode_tp;
+      r->expected_ranks = *ranks;
+    }
     r->known = true;
     r->info = std::move(q);
     r->deadline = Clock::now() + r->info.timeout;

@@ -43,9 +43,9 @@ std::string code(const Status& s) { return std::string(error_code_name(s.code())
 std::string prefill_command(PrefillHost& h, const std::vector<std::string>& w) {
   const std::string& c = w[0];
   Prefiller& p = h.prefiller();
-  if (c == "add" && w.size() == 7)  // add <id> <tokens> <pages> <tail_off> <tail_len> <timeout_ms>
+  if (c == "add" && (w.size() == 7 || w.size() == 8))  // add <id> <tokens> <pages> <tail_off> <tail_len> <timeout_ms> [decode_tp]
     return code(h.add(w[1], std::stoul(w[2]), split_u32(w[3]), std::stoull(w[4]), std::stoull(w[5]),
-                      std::chrono::milliseconds(std::stoull(w[6]))));
+                      std::chrono::milliseconds(std::stoull(w[6])), w.size() == 8 ? std::stoul(w[7]) : 0));
   if (c == "prefill" && w.size() == 3) return code(h.prefill(split(w[2], ','), std::stoul(w[1])));  // prefill <chunk> <ids>
   if (c == "pass" && w.size() == 2) {  // pass <id:end,...>
     std::vector<PassEntry> e;

@@ -171,7 +171,7 @@ PrefillHost::PrefillHost(const HostConfig& config) : Host(config) {
 PrefillHost::~PrefillHost() { prefiller_.reset(); }
 
 Status PrefillHost::add(const std::string& id, uint32_t tokens, const std::vector<uint32_t>& pages, uint64_t tail_offset,
-                        uint64_t tail_length, std::chrono::milliseconds timeout) {
+                        uint64_t tail_length, std::chrono::milliseconds timeout, uint32_t decode_tp) {
   if (tail_offset > config_.tail_area || tail_length > config_.tail_area - tail_offset) return out_of_range("tail area");
   for (uint64_t i = 0; i < tail_length; ++i) tail_area()[tail_offset + i] = tail_byte(config_.seed, id, i);
   tokens_[id] = tokens;
@@ -182,6 +182,7 @@ Status PrefillHost::add(const std::string& id, uint32_t tokens, const std::vecto
   q.tail_region = 0;
   q.tail_offset = cache_bytes_ + tail_offset;
   q.timeout = timeout;
+  q.decode_tp = decode_tp;
   return prefiller_->add_request(std::move(q));
 }
 

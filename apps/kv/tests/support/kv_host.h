@@ -77,7 +77,7 @@ class PrefillHost : public Host {
   // add_request with `pages`; fills the tail source at tail_offset (in the tail area) with the
   // request's tail pattern of `tail_length` bytes.
   Status add(const std::string& id, uint32_t tokens, const std::vector<uint32_t>& pages, uint64_t tail_offset,
-             uint64_t tail_length, std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+             uint64_t tail_length, std::chrono::milliseconds timeout = std::chrono::milliseconds(30000), uint32_t decode_tp = 0);
   // Runs the prefill of `ids` in passes of `chunk` tokens (0 = one pass): every layer, then the tail.
   Status prefill(const std::vector<std::string>& ids, uint32_t chunk);
 

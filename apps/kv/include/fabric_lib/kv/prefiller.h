@@ -58,6 +58,10 @@ struct PrefillRequest {
   uint64_t tail_offset = 0;
   // The request fails if its dispatches have not all arrived and completed by then.
   std::chrono::milliseconds timeout{30000};
+  // The decode instance's TP shape, when the framework knows it (0 = learn it from the first
+  // dispatch). Then a rank that supplies no decode rank succeeds at once, without dispatches.
+  uint32_t decode_tp = 0;
+  KvPacking decode_packing = KvPacking::kSeparate;
 };
 
 // One request's share of a forward pass: its tokens [.., tokens_end) are computed by the pass.
