@@ -340,7 +340,13 @@ void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
     const bool path_error = ev.status.code() == ErrorCode::kPeerUnreachable;
     r->fail(ev.status);
     // A connection-level error condemns the path (and abandons its other WRs), not just this WR.
-    if (path_error && path.up) path_failed(peer, e, ev.status);
+    // path_failed finishes the requests it abandons WRs of, r among them when r has more WRs on
+    // this path: hold r open through it, so it is finished (and deleted) once, below.
+    if (path_error && path.up) {
+      ++r->inflight;
+      path_failed(peer, e, ev.status);
+      --r->inflight;
+    }
   }
   maybe_finish(r);
 }
