@@ -180,6 +180,15 @@ void Decoder::Impl::tick() {
         ++it;
       }
     }
+    // Imms arriving for a request are evidence that its sources are alive.
+    for (auto& [imm, r] : by_imm) {
+      if (r->poll == KvPoll::kSuccess || r->poll == KvPoll::kFailed) continue;
+      const uint64_t c = engine.imms().count(imm);
+      if (c <= r->last_count) continue;
+      r->last_count = c;
+      for (const Source& s : r->sources)
+        if (s.state == Source::State::kDispatched) peers.touch(s.address, now);
+    }
     // Liveness: sources that may still write are watched.
     auto active = [&](const DomainAddress& a) {
       for (auto& [imm, r] : by_imm)

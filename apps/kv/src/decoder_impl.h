@@ -42,6 +42,7 @@ struct Decoder::Impl : std::enable_shared_from_this<Decoder::Impl> {
     bool cancel_sent = false;
     Clock::time_point confirm_deadline{};
     bool reusable = false;  // queued for get_finished, imm slot returned
+    uint64_t last_count = 0;  // imms seen at the last tick (progress counts as liveness)
   };
 
   Impl(TransferEngine& e, DecoderOptions o);

@@ -116,6 +116,7 @@ void Prefiller::Impl::on_write_done(const std::shared_ptr<Request>& r, const std
     if (st.ok()) {
       dest->completed++;
       counters.writes_completed++;
+      peers.touch(dest->decoder, Clock::now());  // its data lands: it is alive
     } else {
       counters.writes_failed++;
       if (dest->state == Dest::State::kActive) stop_dest_locked(*r, *dest, Dest::State::kFailing, st);
