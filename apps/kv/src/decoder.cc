@@ -146,8 +146,19 @@ Status Decoder::Impl::start(DecodeRequest q) {
     settle_locked(*r, now, d);
     return ok_status();
   }
-  // The expectation comes first: imms that arrive before it are counted anyway, and none can
-  // arrive before the dispatch below.
+  // The sources are known before the expectation: should it end at once (a tiny deadline), the
+  // request waits for its dispatches' fates before its pages count as reusable.
+  std::vector<std::pair<size_t, std::vector<uint8_t>>> to_send;
+  {
+    std::lock_guard lock(mu);
+    r->sources = std::move(planned);
+    for (size_t k = 0; k < r->sources.size(); ++k) {
+      to_send.emplace_back(k, std::move(r->sources[k].dispatch));
+      peers.watch(r->sources[k].address, now);
+    }
+  }
+  // The expectation comes before the dispatches: imms that arrive before it would be counted
+  // anyway, and none can arrive before the dispatch below.
   std::weak_ptr<Impl> weak = weak_from_this();
   const uint32_t imm = r->imm;
   Status s = engine.imms().expect(imm, r->expected, Completion::callback([weak, imm](const Status& st) {
@@ -161,15 +172,6 @@ Status Decoder::Impl::start(DecodeRequest q) {
     imms.release(imm);
     counters.requests_started--;
     return s;
-  }
-  std::vector<std::pair<size_t, std::vector<uint8_t>>> to_send;
-  {
-    std::lock_guard lock(mu);
-    r->sources = std::move(planned);
-    for (size_t k = 0; k < r->sources.size(); ++k) {
-      to_send.emplace_back(k, std::move(r->sources[k].dispatch));
-      peers.watch(r->sources[k].address, now);
-    }
   }
   for (auto& [k, bytes] : to_send) {
     auto id = engine.submit_send(r->sources[k].address, bytes, Completion::callback([weak, imm, k = k](const Status& st) {

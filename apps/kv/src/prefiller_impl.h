@@ -18,7 +18,7 @@ namespace fabric_lib::kv {
 
 struct Prefiller::Impl : std::enable_shared_from_this<Prefiller::Impl> {
   // One dispatch: the writes to one decode rank for one request.
-  struct Dest {
+  struct Dest : std::enable_shared_from_this<Dest> {
     enum class State : uint8_t {
       kActive,    // writing as progress allows
       kStopping,  // cancelled: confirm once drained
@@ -41,7 +41,7 @@ struct Prefiller::Impl : std::enable_shared_from_this<Prefiller::Impl> {
     // Posted, not completed writes (token -> id): what the engine's cancel(TransferId) will drop.
     std::unordered_map<uint64_t, TransferId> inflight;
   };
-  struct Request {
+  struct Request : std::enable_shared_from_this<Request> {
     std::string id;
     bool known = false;  // add_request was called
     PrefillRequest info;

@@ -38,8 +38,8 @@ void Prefiller::Impl::pump_locked(Request& r, uint32_t first, uint32_t last) {
 void Prefiller::Impl::post_layer_locked(Request& r, Dest& dest, uint32_t layer, uint32_t from, uint32_t to) {
   const DispatchMessage& d = dest.d;
   std::weak_ptr<Impl> weak = weak_from_this();
-  std::shared_ptr<Request> rp = requests[r.id];
-  std::shared_ptr<Dest> dp = rp->dests[d.decoder.tp_rank];
+  std::shared_ptr<Request> rp = r.shared_from_this();
+  std::shared_ptr<Dest> dp = dest.shared_from_this();
   for (const CopySegment& seg : dest.plan.segments) {
     const KvBufferRef& src = seg.src_buffer == 0 ? options.memory.k[layer] : options.memory.v[layer];
     const KvBufferRef& dst = seg.dst_buffer == 0 ? d.memory.k[layer] : d.memory.v[layer];
@@ -89,8 +89,8 @@ void Prefiller::Impl::post_tail_locked(Request& r, Dest& dest) {
   w.length = d.tail_length;
   w.imm = d.imm;
   std::weak_ptr<Impl> weak = weak_from_this();
-  std::shared_ptr<Request> rp = requests[r.id];
-  std::shared_ptr<Dest> dp = rp->dests[d.decoder.tp_rank];
+  std::shared_ptr<Request> rp = r.shared_from_this();
+  std::shared_ptr<Dest> dp = dest.shared_from_this();
   const uint64_t token = ++dest.next_token;
   auto id = engine.submit_write(std::move(w), Completion::callback([weak, rp, dp, token](const Status& st) {
                                   if (auto i = weak.lock()) i->on_write_done(rp, dp, token, st);
