@@ -33,9 +33,9 @@ struct Options {
   size_t domains = 1;
   uint64_t page_bytes = 32 * 1024;
   uint32_t layers = 8;
-  uint32_t pages = 64;       // per request (bandwidth)
+  uint32_t pages = 32;       // per request (bandwidth)
   uint32_t requests = 64;    // per trial (bandwidth)
-  int trials = 5;
+  int trials = 7;
   uint32_t rate_requests = 1000;
   uint32_t rate_pages = 4;
   uint32_t inflight = 64;
@@ -188,10 +188,15 @@ int main(int argc, char** argv) {
     if (!expected.wait_for(1, std::chrono::seconds(60))) die("baseline", internal_error("imms did not arrive"));
     engine_gbps.push_back(trial_bytes * 8 / std::chrono::duration<double>(Clock::now() - t1).count() / 1e9);
   }
-  const double app_bw = median(app_gbps), eng_bw = median(engine_gbps), bw_ratio = app_bw / eng_bw;
+  // Each app trial is paired with the engine trial right after it: the ratio of a pair sees the
+  // same machine load (this machine is shared), the median of the pairs is the figure.
+  std::vector<double> pair_ratios;
+  for (size_t t = 0; t < app_gbps.size(); ++t) pair_ratios.push_back(app_gbps[t] / engine_gbps[t]);
+  const double app_bw = median(app_gbps), eng_bw = median(engine_gbps), bw_ratio = median(pair_ratios);
   std::printf("== KV bandwidth, %s, %zu domain(s), %llu-byte pages, %u layers x %u requests x %u pages (median of %d)\n",
               o.provider.c_str(), o.domains, static_cast<unsigned long long>(o.page_bytes), o.layers, o.requests, o.pages, o.trials);
-  std::printf("  app %.2f Gbps   engine paged writes %.2f Gbps   ratio %.3f   target >= 0.90: %s\n", app_bw, eng_bw, bw_ratio,
+  std::printf("  app %.2f Gbps   engine paged writes %.2f Gbps   ratio (median of paired trials) %.3f   target >= 0.90: %s\n",
+              app_bw, eng_bw, bw_ratio,
               bw_ratio >= 0.9 ? "MET" : "MISSED");
   csv.add(o, "bandwidth", "gbps", app_bw, eng_bw, bw_ratio, ">=0.9x", bw_ratio >= 0.9 ? "MET" : "MISSED");
 
