@@ -59,7 +59,8 @@ def _parse(argv):
 
 
 def _layout(a):
-    return kv.KvLayout("gqa", "bf16", a.layers, a.page_tokens, a.head_dim, 1)
+    # Qwen3-235B: 4 KV heads; at TP4 one per rank.
+    return kv.KvLayout("gqa", "bf16", a.layers, a.page_tokens, a.head_dim, 4)
 
 
 class _Word:
