@@ -47,7 +47,10 @@ void DeadlineTimer::run() {
     }
     auto first = queue_.begin();
     if (first->first.first > Clock::now()) {
-      cv_.wait_until(lock, first->first.first);
+      // A copy: wait_until reads its deadline again after waking, when cancel() may have erased
+      // the entry (heap-use-after-free under ASan, found by the KV cancel test).
+      const Clock::time_point when = first->first.first;
+      cv_.wait_until(lock, when);
       continue;
     }
     std::function<void()> fn = std::move(first->second);
