@@ -16,6 +16,9 @@
 #   ipc  (not by default) the ipc domain on GPU memory: its device tests, the torch test and
 #           fabric-bench --provider ipc; scripts/device-ipc.sh says what and where. Run it
 #           alone, FABRIC_LIB_DEVICE_STEPS=ipc (about 5 minutes; $OUT then holds 6 files).
+#   kv      (not by default) the KV-transfer app: its tests, the GPU end-to-end test (CUDA graph,
+#           UVM watcher, IPC backend) and its benchmarks; scripts/device-kv.sh says what. Run it
+#           alone: FABRIC_LIB_DEVICE_STEPS=kv.
 #
 # The lead runs it through the device tool with carry [".deb"]:   bash scripts/device-test.sh
 # (.deb/ is filled as scripts/device-common.sh's header says.) On nvidia-h200-x2 (32 cores,
@@ -82,7 +85,7 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
     -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON -DFABRIC_LIB_PYTHON=ON -DPython3_EXECUTABLE="$py" \
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target unit_tests integration_tests device_tests fabric_device_kernels _fabric_lib \
-      $(want ipc && echo fabric-bench)
+      $(want ipc && echo fabric-bench) $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests)
 } >>"$out/build.log" 2>&1
 if [ $? -ne 0 ]; then
   tail -n 40 "$out/build.log" >&2
@@ -152,6 +155,12 @@ fi
 if want ipc; then
   # shellcheck source=device-ipc.sh
   source "$root/scripts/device-ipc.sh"
+fi
+
+# --- 8. The KV-transfer app (scripts/device-kv.sh) ------------------------------------------------
+if want kv; then
+  # shellcheck source=device-kv.sh
+  source "$root/scripts/device-kv.sh"
 fi
 
 {
