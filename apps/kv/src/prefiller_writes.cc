@@ -117,6 +117,8 @@ void Prefiller::Impl::on_write_done(const std::shared_ptr<Request>& r, const std
       dest->completed++;
       counters.writes_completed++;
       peers.touch(dest->decoder, Clock::now());  // its data lands: it is alive
+    } else if (st.code() == ErrorCode::kCancelled && dest->state != Dest::State::kActive) {
+      counters.writes_cancelled++;  // our own cancel of a stopping destination
     } else {
       counters.writes_failed++;
       if (dest->state == Dest::State::kActive) stop_dest_locked(*r, *dest, Dest::State::kFailing, st);
@@ -128,8 +130,11 @@ void Prefiller::Impl::on_write_done(const std::shared_ptr<Request>& r, const std
 
 void Prefiller::Impl::stop_dest_locked(Request& r, Dest& dest, Dest::State state, Status why) {
   if (dest.state == Dest::State::kEnded) return;
-  // (With the engine's cancel(TransferId), the WRs of dest.inflight not yet posted would be
-  // dropped here; today the posted ones simply complete.)
+  // Writes of this destination still queued in the engine are dropped now (TransferEngine::
+  // cancel); the posted ones complete as they do, and the confirmation waits for every one
+  // (settle_locked). cancel() only waits for the group's worker, never for our callbacks, so it
+  // is safe under `mu`; a write that just finished answers NotFound.
+  for (const auto& [token, id] : dest.inflight) (void)engine.cancel(id);
   if (dest.state == Dest::State::kActive || state == Dest::State::kStopping || state == Dest::State::kSilent) dest.state = state;
   if (dest.error.ok()) dest.error = why;
   if (!r.failed && state != Dest::State::kStopping) fail_request_locked(r, why);

@@ -79,7 +79,8 @@ std::string prefill_command(PrefillHost& h, const std::vector<std::string>& w) {
     std::ostringstream o;
     o << "dispatches=" << s.dispatches_received << " rejected=" << s.dispatches_rejected << " paged=" << s.paged_writes_posted
       << " pages=" << s.pages_posted << " tails=" << s.tail_writes_posted << " completed=" << s.writes_completed
-      << " failed=" << s.writes_failed << " cancels=" << s.cancels_received << " confirms=" << s.confirms_sent
+      << " failed=" << s.writes_failed << " cancelled=" << s.writes_cancelled << " cancels=" << s.cancels_received
+      << " confirms=" << s.confirms_sent
       << " malformed=" << s.malformed_messages << " unexpected=" << s.unexpected_messages << " dead=" << s.peers_declared_dead
       << " active=" << s.active_requests << " wrs=" << h.engine().stats().wrs_posted;
     return o.str();

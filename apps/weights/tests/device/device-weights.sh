@@ -4,7 +4,7 @@
 #      bit, on 8 cases (edges, pitches, zero/NaN/inf blocks, ties, subnormals, real layer shapes);
 #   2. check_fp8_torch.py: the kernel's bytes and scales against torch.float8_e4m3fn on the GPU;
 #   3. weights_integration_tests --gtest_filter='Gpu*': 4 trainer processes with FSDP shards in GPU
-#      memory -> 2 inference processes with destinations in GPU memory, over the nvlink (same-host
+#      memory -> 2 inference processes with destinations in GPU memory, over the ipc (same-host
 #      IPC) backend, prepare on the GPU (cast and fp8 kernels), ten steps, every byte and scale
 #      equal to the reference load (fp8 on 1 domain, bf16 on 2), then the CPU weights tests of
 #      this build (-L weights minus fuzz and python).
@@ -36,7 +36,7 @@ rc=0
   "$build/apps/weights/tests/device/weights_fp8_device_check" "$build/fp8-cases" || rc=1
   echo "== check_fp8_torch.py (kernel vs torch float8_e4m3fn on the GPU)"
   "$py" "$root/apps/weights/tests/device/check_fp8_torch.py" "$build/fp8-cases" || rc=1
-  echo "== weights_integration_tests --gtest_filter='Gpu*' (GPU memory over nvlink, $(nvidia-smi -L 2>/dev/null | wc -l) GPU(s))"
+  echo "== weights_integration_tests --gtest_filter='Gpu*' (GPU memory over ipc, $(nvidia-smi -L 2>/dev/null | wc -l) GPU(s))"
   timeout 300 "$build/apps/weights/tests/weights_integration_tests" --gtest_color=no --gtest_filter='Gpu*' || rc=1
   echo "== CPU weights tests in this build"
   (cd "$build" && timeout 400 ctest -L weights -LE 'fuzz|python' --output-on-failure | tail -n 5) || rc=1

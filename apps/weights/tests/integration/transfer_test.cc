@@ -124,13 +124,13 @@ TEST_P(WeightsTransfer, TenStepsEveryByteEqualsTheReferenceLoad) {
 INSTANTIATE_TEST_SUITE_P(Providers, WeightsTransfer,
                          ::testing::Values(Config{"tcp_1dom_fp8", "tcp", 1, true}, Config{"tcp_4dom_bf16", "tcp", 4, false},
                                            Config{"shm_1dom_bf16", "shm", 1, false}, Config{"shm_4dom_fp8", "shm", 4, true},
-                                           Config{"nvlink_2dom_fp8_host", "nvlink", 2, true}),
+                                           Config{"ipc_2dom_fp8_host", "ipc", 2, true}),
                          [](const auto& info) { return info.param.name; });
 
 #if FABRIC_LIB_HAVE_CUDA
 // GPU machine (tests/device/device-weights.sh): shards and destinations in GPU memory, prepare on
 // the GPU (H2D-free: shards already on the device; cast and fp8 kernels), over the same-host
-// nvlink/IPC backend.
+// same-host IPC backend.
 class WeightsTransferGpu : public ::testing::TestWithParam<Config> {};
 
 TEST_P(WeightsTransferGpu, TenStepsEveryByteEqualsTheReferenceLoad) {
@@ -149,7 +149,7 @@ TEST_P(WeightsTransferGpu, TenStepsEveryByteEqualsTheReferenceLoad) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, WeightsTransferGpu,
-                         ::testing::Values(Config{"nvlink_1dom_fp8", "nvlink", 1, true}, Config{"nvlink_2dom_bf16", "nvlink", 2, false}),
+                         ::testing::Values(Config{"ipc_1dom_fp8", "ipc", 1, true}, Config{"ipc_2dom_bf16", "ipc", 2, false}),
                          [](const auto& info) { return info.param.name; });
 #endif
 

@@ -78,6 +78,7 @@ struct PrefillerStats {
   uint64_t tail_writes_posted = 0;
   uint64_t writes_completed = 0;    // paged-write and tail requests that completed Ok
   uint64_t writes_failed = 0;
+  uint64_t writes_cancelled = 0;  // dropped by the engine's cancel() when a request stopped
   uint64_t cancels_received = 0;
   uint64_t confirms_sent = 0;
   uint64_t heartbeats_sent = 0;
