@@ -265,7 +265,8 @@ def test_receives_into_registered_memory_both_ways(own_pair, imms):
     assert all(512 <= off < 512 + 3 * 8192 and (off - 512) % 8192 == 0 for off, _ in got)
 
 
-def test_async_forms(engine, peer, imms):
+def test_async_forms(own_pair, imms):
+    engine, peer = own_pair  # its receive buffers must not stay posted on the shared peer
     arr, handle, _ = register_filled(engine, 8192, seed=31)
     name = f"af{imms()}"
     dst = peer.call("alloc", name, 8192)
