@@ -95,6 +95,10 @@ class PreparedScatter {
   std::shared_ptr<const Data> data_;
 };
 
+// How many imms one submit_prepared of a PreparedPagedWrites with an imm delivers: one per page
+// (as PagedWriteRequest).
+inline constexpr uint64_t imm_count_of_paged_writes(size_t pages) { return pages; }
+
 // How many imms prepared target `t` receives from one submit of `length` bytes (0 without an imm):
 // the ScatterRequest rule for that target.
 uint64_t imm_count_of_scatter_target(uint64_t length, ScatterSharding sharding, const Route& route, size_t domains);

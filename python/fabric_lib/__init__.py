@@ -7,6 +7,12 @@ over any libfabric provider (tcp, shm, udp;ofi_rxd, efa, verbs;ofi_rxm), several
 request carries the 32-bit imm; ``set_imm_count_expected(imm, n, on_reached)`` fires once n have
 arrived, counting those that came before the call. How many imms a request delivers is a pure
 function of the request (``imm_count_of_write`` and friends), so the receiver can compute it.
+``set_imm_count_every(imm, n, on_round)`` fires every n arrivals instead, round after round.
+
+Requests sent many times can be prepared once (``prepare_paged_writes``, ``prepare_scatter``) and
+then submitted with only what changes; an accepted request can be cancelled by its transfer id
+(``cancel``); messages can be sent from and received into registered memory without copies
+(``submit_send_from``, ``submit_recvs_into``).
 
 Memory is registered with ``register_tensor`` (numpy arrays, torch tensors, anything with
 ``__dlpack__`` or the buffer protocol) or ``register_memory(ptr, len, device)``; each returns a
@@ -46,9 +52,13 @@ from ._fabric_lib import (
     PageIndices,
     PeerGroup,
     PeerUnreachableError,
+    PreparedPagedWrites,
+    PreparedScatter,
+    PreparedScatterTarget,
     ProviderError,
     ResourceExhaustedError,
     ScalarWatcher,
+    ScatterSlice,
     ScatterTarget,
     StoppedError,
     Topology,
@@ -90,9 +100,13 @@ __all__ = [
     "PageIndices",
     "PeerGroup",
     "PeerUnreachableError",
+    "PreparedPagedWrites",
+    "PreparedScatter",
+    "PreparedScatterTarget",
     "ProviderError",
     "ResourceExhaustedError",
     "ScalarWatcher",
+    "ScatterSlice",
     "ScatterTarget",
     "StoppedError",
     "Topology",

@@ -11,6 +11,9 @@ from ._fabric_lib import (
     MemoryRegionDescriptor,
     MemoryRegionHandle,
     PeerGroup,
+    PreparedPagedWrites,
+    PreparedScatter,
+    ScatterSlice,
     ScatterTarget,
     Topology,
     detect_topology,
@@ -169,6 +172,41 @@ class TransferEngine(_CoreEngine):
         fut, on_done, on_error = _aio.future_callbacks()
         self.submit_scatter(src_mr, list(targets), imm_data, on_done, on_error, by_bytes=by_bytes,
                             num_shards=num_shards, domain=domain, peer_group=peer_group, timeout=timeout)
+        await fut
+
+    async def prepared_paged_writes_async(
+        self,
+        prepared: PreparedPagedWrites,
+        src_page_indices: PageList,
+        dst_page_indices: PageList,
+        imm_data: Optional[int],
+        *,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """Awaitable :meth:`submit_prepared_paged_writes`."""
+        fut, on_done, on_error = _aio.future_callbacks()
+        self.submit_prepared_paged_writes(prepared, src_page_indices, dst_page_indices, imm_data, on_done, on_error,
+                                          timeout=timeout)
+        await fut
+
+    async def prepared_scatter_async(
+        self,
+        prepared: PreparedScatter,
+        slices: Sequence[ScatterSlice],
+        imm_data: Optional[int],
+        *,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """Awaitable :meth:`submit_prepared_scatter`."""
+        fut, on_done, on_error = _aio.future_callbacks()
+        self.submit_prepared_scatter(prepared, list(slices), imm_data, on_done, on_error, timeout=timeout)
+        await fut
+
+    async def send_from_async(self, addr: DomainAddress, src_mr: MemoryRegionHandle, offset: int, length: int, *,
+                              timeout: Optional[float] = None) -> None:
+        """Awaitable :meth:`submit_send_from`: the bytes may be changed once it returns."""
+        fut, on_done, on_error = _aio.future_callbacks()
+        self.submit_send_from(addr, src_mr, offset, length, on_done, on_error, timeout=timeout)
         await fut
 
     async def barrier_async(self, imm_data: int, dst_mrs: Sequence[MemoryRegionDescriptor], *, group: int = 0,

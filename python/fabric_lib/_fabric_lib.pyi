@@ -109,6 +109,41 @@ class PeerGroup:
     def __len__(self) -> int: ...
     def __getitem__(self, i: int) -> MemoryRegionDescriptor: ...
 
+class PreparedScatterTarget:
+    def __init__(self, peer: int, src_offset: int, src_window: int, dst_offset: int, dst_window: int) -> None: ...
+    @property
+    def peer(self) -> int: ...
+    @property
+    def src_offset(self) -> int: ...
+    @property
+    def src_window(self) -> int: ...
+    @property
+    def dst_offset(self) -> int: ...
+    @property
+    def dst_window(self) -> int: ...
+
+class ScatterSlice:
+    def __init__(self, length: int, offset_in_src: int = 0, offset_in_dst: int = 0) -> None: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def offset_in_src(self) -> int: ...
+    @property
+    def offset_in_dst(self) -> int: ...
+
+class PreparedPagedWrites:
+    @property
+    def page_length(self) -> int: ...
+    @property
+    def src_page_bound(self) -> int: ...
+    @property
+    def dst_page_bound(self) -> int: ...
+
+class PreparedScatter:
+    def __len__(self) -> int: ...
+    @property
+    def targets(self) -> list[PreparedScatterTarget]: ...
+
 # --- GPU signalling words ----------------------------------------------------------------------
 class MappedWord:
     @property
@@ -310,11 +345,71 @@ class TransferEngine:
         on_error: OnError = None, *, group: int = 0, timeout: Optional[float] = None,
     ) -> int: ...
     def add_peer_group(self, dst_mrs: Sequence[MemoryRegionDescriptor], *, group: int = 0) -> PeerGroup: ...
+    def prepare_paged_writes(
+        self,
+        length: int,
+        src_mr: MemoryRegionHandle,
+        src_stride: int,
+        src_offset: int,
+        dst_mr: MemoryRegionDescriptor,
+        dst_stride: int,
+        dst_offset: int,
+        src_page_bound: int,
+        dst_page_bound: int,
+        num_shards: Optional[int] = None,
+        *,
+        domain: Optional[int] = None,
+    ) -> PreparedPagedWrites: ...
+    def submit_prepared_paged_writes(
+        self,
+        prepared: PreparedPagedWrites,
+        src_page_indices: PageList,
+        dst_page_indices: PageList,
+        imm_data: Optional[int],
+        on_done: OnDone = None,
+        on_error: OnError = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> int: ...
+    def prepare_scatter(
+        self,
+        src_mr: MemoryRegionHandle,
+        peer_group: PeerGroup,
+        targets: Sequence[PreparedScatterTarget],
+        *,
+        by_bytes: bool = False,
+        num_shards: Optional[int] = None,
+        domain: Optional[int] = None,
+    ) -> PreparedScatter: ...
+    def submit_prepared_scatter(
+        self,
+        prepared: PreparedScatter,
+        slices: Sequence[ScatterSlice],
+        imm_data: Optional[int],
+        on_done: OnDone = None,
+        on_error: OnError = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> int: ...
+    def cancel(self, transfer_id: int) -> None: ...
+    def submit_send_from(
+        self, addr: DomainAddress, src_mr: MemoryRegionHandle, offset: int, length: int,
+        on_done: OnDone = None, on_error: OnError = None, *, timeout: Optional[float] = None,
+    ) -> int: ...
+    def submit_recvs_into(
+        self, region: MemoryRegionHandle, offset: int, slot_len: int, count: int,
+        on_recv: Callable[[int, int], Any], on_error: OnError = None,
+    ) -> None: ...
     def set_imm_callback(self, callback: Optional[Callable[[int], Any]]) -> None: ...
     def set_imm_count_expected(
         self, imm: int, expected_count: int, on_reached: OnDone, on_error: OnError = None,
         *, timeout: Optional[float] = None,
     ) -> None: ...
+    def set_imm_count_every(
+        self, imm: int, expected_count: int, on_round: Callable[[int], Any],
+        on_end: Optional[Callable[[FabricError, int], Any]] = None,
+    ) -> None: ...
+    def imm_rounds(self, imm: int) -> int: ...
     def remove_imm_count(self, imm: int) -> Optional[tuple[int, int]]: ...
     def imm_count(self, imm: int) -> int: ...
     def alloc_scalar_watcher(self, callback: Callable[[int, int], Optional[bool]]) -> ScalarWatcher: ...

@@ -109,6 +109,29 @@ RecvErrorCallback recv_error_callback_of(PyRefPtr on_error) {
   };
 }
 
+RecvCallback recv_into_callback_of(PyRefPtr on_recv, uintptr_t region_base, PyRefPtr keep) {
+  return [on_recv = std::move(on_recv), region_base, keep = std::move(keep)](std::span<const uint8_t> message) {
+    const uintptr_t offset = reinterpret_cast<uintptr_t>(message.data()) - region_base;
+    run_python("on_recv", [&] { on_recv->get()(offset, message.size()); });
+  };
+}
+
+RepeatingSink::Callback repeating_callback_of(PyRefPtr on_round, PyRefPtr on_end, std::function<void()> at_end) {
+  return [on_round = std::move(on_round), on_end = std::move(on_end), at_end = std::move(at_end)](
+             uint64_t round, const Status& status) {
+    if (status.ok()) {
+      run_python("on_round", [&] {
+        if (!on_round->is_none()) on_round->get()(round);
+      });
+      return;
+    }
+    if (at_end) at_end();
+    run_python("on_end", [&] {
+      if (on_end && !on_end->is_none()) on_end->get()(error_object(status), round);
+    });
+  };
+}
+
 ImmCounter::Observer observer_of(PyRefPtr cb) {
   return [cb = std::move(cb)](uint32_t imm) { run_python("imm", [&] { cb->get()(imm); }); };
 }

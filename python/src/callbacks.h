@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -36,6 +37,13 @@ std::chrono::nanoseconds seconds_arg(double seconds, const char* name);
 // Receive callbacks for post_recvs: on_recv(bytes) per message, on_error(FabricError).
 RecvCallback recv_callback_of(PyRefPtr on_recv);
 RecvErrorCallback recv_error_callback_of(PyRefPtr on_error);
+// For post_recvs_into: on_recv(offset, length), the offset of the message from `region_base`.
+// `keep` (the region's buffer) is held as long as the callback is.
+RecvCallback recv_into_callback_of(PyRefPtr on_recv, uintptr_t region_base, PyRefPtr keep);
+
+// A repeating expectation's callback: on_round(round) for each round, then once on_end(err,
+// rounds). `at_end` runs (without the GIL) right before on_end.
+RepeatingSink::Callback repeating_callback_of(PyRefPtr on_round, PyRefPtr on_end, std::function<void()> at_end);
 
 // An imm observer calling cb(imm).
 ImmCounter::Observer observer_of(PyRefPtr cb);

@@ -8,7 +8,7 @@ namespace fabric_lib::python {
 
 void bind_engine(py::module_& m) {
   using E = PyEngine;
-  py::class_<E>(m, "TransferEngine",
+  py::class_<E> cls(m, "TransferEngine",
                 "RDMA-style point-to-point transfers: WRITE / WRITE_WITH_IMM, SEND/RECV, paged writes,\n"
                 "scatter and barrier over one or more domains (NICs) per group, with imm counting that\n"
                 "assumes no network ordering.\n\n"
@@ -18,8 +18,8 @@ void bind_engine(py::module_& m) {
                 "``err`` is a FabricError instance (``err.code``, ``err.message``). An exception raised\n"
                 "by a callback is logged with its traceback (logger ``fabric_lib``) and ignored.\n"
                 "Submits release the GIL and never block. Each takes ``timeout=`` (seconds): an\n"
-                "operation still unfinished then ends with DeadlineExceededError.")
-      .def(py::init([](const std::string& provider, size_t domains_per_group, size_t groups,
+                "operation still unfinished then ends with DeadlineExceededError.");
+  cls.def(py::init([](const std::string& provider, size_t domains_per_group, size_t groups,
                        const std::vector<std::string>& interfaces,
                        const std::map<size_t, std::vector<std::string>>& group_interfaces,
                        const std::map<size_t, int>& pin_workers, const std::string& idle_policy,
@@ -164,6 +164,8 @@ void bind_engine(py::module_& m) {
            "CancelledError (their callbacks run before this returns), closes the domains and frees\n"
            "the registrations. Idempotent. Raises FailedPreconditionError when called from a\n"
            "callback. Later calls (other than properties) raise StoppedError.");
+
+  bind_forms(cls);  // prepared requests, cancel, registered-memory messages, repeating expectations (forms.cc)
 
   m.def("_stop_all_engines", &E::stop_all_at_exit, "Stops every running engine (run at interpreter exit).");
 }

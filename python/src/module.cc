@@ -3,6 +3,7 @@
 
 #include "callbacks.h"
 #include "errors.h"
+#include "forms.h"
 #include "py_engine.h"
 #include "topology_bindings.h"
 #include "types.h"
@@ -14,6 +15,7 @@ PYBIND11_MODULE(_fabric_lib, m) {
   m.doc() = "fabric-lib's C++ TransferEngine, bound with pybind11. Import `fabric_lib` instead.";
   fabric_lib::python::bind_errors(m);
   fabric_lib::python::bind_types(m);
+  fabric_lib::python::bind_form_types(m);
   fabric_lib::python::bind_topology(m);
   fabric_lib::python::bind_engine(m);
   fabric_lib::python::bind_watchers(m);

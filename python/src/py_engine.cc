@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "args.h"
 #include "callbacks.h"
 #include "errors.h"
 #include "tensor_memory.h"
@@ -38,47 +39,6 @@ void register_engine(const std::shared_ptr<TransferEngine>& e) {
 
 // Keeps an engine inherited through fork() from ever being stopped or freed in this process.
 void leak_forked(std::shared_ptr<TransferEngine> e) { new std::shared_ptr<TransferEngine>(std::move(e)); }
-
-template <typename F>
-auto without_gil(F&& f) {
-  py::gil_scoped_release nogil;
-  return f();
-}
-
-uint64_t non_negative(int64_t v, const char* name) {
-  if (v < 0) throw py::value_error(std::string(name) + " must be >= 0, got " + std::to_string(v));
-  return static_cast<uint64_t>(v);
-}
-
-uint32_t imm_value(const py::object& imm, const char* name) {
-  if (!py::isinstance<py::int_>(imm) || py::isinstance<py::bool_>(imm)) {
-    throw py::type_error(std::string(name) + " must be an int, got " +
-                         std::string(py::str(py::type::handle_of(imm).attr("__name__"))));
-  }
-  const long long v = PyLong_AsLongLong(imm.ptr());
-  if ((v == -1 && PyErr_Occurred()) || v < 0 || v > 0xFFFFFFFFll) {
-    PyErr_Clear();
-    throw py::value_error(std::string(name) + " must be in 0 .. 2**32-1, got " + std::string(py::str(imm)));
-  }
-  return static_cast<uint32_t>(v);
-}
-
-std::optional<uint32_t> optional_imm(const py::object& imm) {
-  if (imm.is_none()) return std::nullopt;
-  return imm_value(imm, "imm_data");
-}
-
-std::vector<uint32_t> pages_of(const py::object& pages, const char* name) {
-  if (py::isinstance<PyPageIndices>(pages)) return pages.cast<const PyPageIndices&>().indices;
-  try {
-    return py::module_::import("fabric_lib._fabric_lib").attr("PageIndices")(pages).cast<const PyPageIndices&>().indices;
-  } catch (py::error_already_set& e) {
-    if (e.matches(PyExc_TypeError)) {
-      throw py::type_error(std::string(name) + ": expected PageIndices or an iterable of ints (" + e.what() + ")");
-    }
-    throw;
-  }
-}
 
 // Holds a C-contiguous buffer export for the duration of a call.
 class BufferView {
@@ -433,6 +393,45 @@ void PyEngine::set_imm_count_expected(const py::object& imm, int64_t expected, c
     return s;
   });
   check(st);
+}
+
+void PyEngine::set_imm_count_every(const py::object& imm, int64_t every, const py::object& on_round,
+                                   const py::object& on_end) {
+  const uint32_t value = imm_value(imm, "imm");
+  if (every < 1) throw py::value_error("expected_count must be >= 1, got " + std::to_string(every));
+  if (on_round.is_none()) throw py::type_error("set_imm_count_every: on_round must be callable");
+  PyRefPtr round_fn = callable_arg(on_round, "on_round");
+  PyRefPtr end_fn = callable_arg(on_end, "on_end");
+  auto e = engine();
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(expectations_->mu);
+    generation = expectations_->next_generation++;
+  }
+  std::weak_ptr<ExpectTable> table = expectations_;
+  auto forget = [table, value, generation] {
+    if (auto t = table.lock()) {
+      std::lock_guard lock(t->mu);
+      auto it = t->entries.find(value);
+      if (it != t->entries.end() && it->second.generation == generation) t->entries.erase(it);
+    }
+  };
+  RepeatingSink sink = RepeatingSink::callback(repeating_callback_of(std::move(round_fn), std::move(end_fn), forget));
+  Status st = without_gil([&] {
+    {
+      std::lock_guard lock(expectations_->mu);
+      if (!e->imms().has_expectation(value)) expectations_->entries[value] = {static_cast<uint64_t>(every), generation};
+    }
+    Status s = e->imms().expect_every(value, static_cast<uint64_t>(every), std::move(sink));
+    if (!s.ok() && s.code() != ErrorCode::kAlreadyExists) forget();
+    return s;
+  });
+  check(st);
+}
+
+uint64_t PyEngine::imm_rounds(const py::object& imm) {
+  const uint32_t value = imm_value(imm, "imm");
+  return engine()->imms().rounds(value);
 }
 
 py::object PyEngine::remove_imm_count(const py::object& imm) {

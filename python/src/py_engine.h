@@ -16,6 +16,7 @@
 
 #include "fabric_lib/topology.h"
 #include "fabric_lib/fabric_lib.h"
+#include "forms.h"
 #include "gil.h"
 #include "types.h"
 
@@ -86,10 +87,33 @@ class PyEngine {
                           const py::object& on_error, size_t group, Timeout timeout);
   PyPeerGroup add_peer_group(const std::vector<MrDesc>& dsts, size_t group);
 
+  // Request forms (forms.cc): prepared requests, cancel, registered-memory messages.
+  PyPreparedPagedWrites prepare_paged_writes(int64_t page_length, const PyMrHandle& src, int64_t src_stride,
+                                             int64_t src_offset, const MrDesc& dst, int64_t dst_stride, int64_t dst_offset,
+                                             int64_t src_page_bound, int64_t dst_page_bound,
+                                             std::optional<uint32_t> num_shards, std::optional<uint32_t> domain);
+  uint64_t submit_prepared_paged_writes(const PyPreparedPagedWrites& prepared, const py::object& src_pages,
+                                        const py::object& dst_pages, const py::object& imm, const py::object& on_done,
+                                        const py::object& on_error, Timeout timeout);
+  PyPreparedScatter prepare_scatter(const PyMrHandle& src, const PyPeerGroup& group,
+                                    const std::vector<PreparedScatterTarget>& targets, bool by_bytes,
+                                    std::optional<uint32_t> num_shards, std::optional<uint32_t> domain);
+  uint64_t submit_prepared_scatter(const PyPreparedScatter& prepared, const std::vector<ScatterSlice>& slices,
+                                   const py::object& imm, const py::object& on_done, const py::object& on_error,
+                                   Timeout timeout);
+  void cancel(uint64_t transfer_id);
+  uint64_t submit_send_from(const DomainAddress& addr, const PyMrHandle& src, int64_t offset, int64_t length,
+                            const py::object& on_done, const py::object& on_error, Timeout timeout);
+  void submit_recvs_into(const PyMrHandle& region, int64_t offset, int64_t slot_len, int64_t count,
+                         const py::object& on_recv, const py::object& on_error);
+
   // Imm counting.
   void set_imm_callback(const py::object& cb);
   void set_imm_count_expected(const py::object& imm, int64_t expected, const py::object& on_reached, const py::object& on_error,
                               Timeout timeout);
+  // Repeating: on_round(round) every `every` imms, on_end(err, rounds) once when it ends.
+  void set_imm_count_every(const py::object& imm, int64_t every, const py::object& on_round, const py::object& on_end);
+  uint64_t imm_rounds(const py::object& imm);
   py::object remove_imm_count(const py::object& imm);
   uint64_t imm_count(const py::object& imm);
 

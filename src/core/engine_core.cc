@@ -433,6 +433,7 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
   if (!src) return not_found("source memory region " + std::to_string(request.src.id) + " is not registered");
   const size_t group = src->group;
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
+  if (peers && peers->engine != this) return invalid_argument("submit_scatter: the peer group belongs to another engine");
   if (peers && peers->group != group) return invalid_argument("submit_scatter: peer group belongs to another group");
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
@@ -498,6 +499,7 @@ Result<std::shared_ptr<const PeerGroup::Data>> EngineCore::add_peer_group(std::s
 
 Result<std::shared_ptr<const PeerGroup::Data>> EngineCore::resolve_peers(std::span<const MrDesc> descs, size_t group) {
   auto data = std::make_shared<PeerGroup::Data>();
+  data->engine = this;
   data->group = group;
   data->descs.assign(descs.begin(), descs.end());
   Status status = workers_[group]->run_sync([&](GroupWorker& w) {

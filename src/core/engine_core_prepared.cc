@@ -81,6 +81,7 @@ Result<std::shared_ptr<const PreparedScatter::Data>> EngineCore::prepare_scatter
   if (t.targets.size() > UINT32_MAX) return invalid_argument("prepare_scatter: too many targets");
   std::shared_ptr<MrEntry> src = registry_.find(t.src);
   if (!src) return not_found("source memory region " + std::to_string(t.src.id) + " is not registered");
+  if (peers->engine != this) return invalid_argument("prepare_scatter: the peer group belongs to another engine");
   if (peers->group != src->group) return invalid_argument("prepare_scatter: peer group belongs to another group");
   FABRIC_LIB_RETURN_IF_ERROR(check_route(t.route));
   for (size_t i = 0; i < t.targets.size(); ++i) {

@@ -1,6 +1,7 @@
 #include "core/imm_count_table.h"
 
 #include <array>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -15,12 +16,62 @@
 namespace fabric_lib::detail {
 namespace {
 
+// A repeating expectation's sink. Its counter and flag are updated under the shard lock, so a
+// flag never goes back to an older round and the end comes after every round; its callbacks are
+// queued here under that lock and run in queue order by drain(): the callback thread's queue
+// keeps no order between the threads (workers of several groups, a releasing caller) posting to it.
+struct RepeatingReports {
+  explicit RepeatingReports(RepeatingSink s) : sink(std::move(s)) {}
+  RepeatingSink sink;
+  std::mutex mu;
+  std::deque<std::function<void()>> queue;
+  bool draining = false;
+
+  // Shard lock held. True when callbacks were queued (drain() must run).
+  bool rounds(uint64_t first, uint64_t last) {
+    bool queued = false;
+    CompletionDelivery::deliver_rounds(sink, first, last, [&](std::function<void()> fn) { push(std::move(fn), queued); });
+    return queued;
+  }
+  bool end(uint64_t fired, const Status& why) {
+    bool queued = false;
+    CompletionDelivery::deliver_end(sink, fired, why, [&](std::function<void()> fn) { push(std::move(fn), queued); });
+    return queued;
+  }
+  void push(std::function<void()> fn, bool& queued) {
+    std::lock_guard lock(mu);
+    queue.push_back(std::move(fn));
+    queued = true;
+  }
+  // Runs what is queued, in order; one drainer at a time (a callback counting imms inline, or a
+  // drain posted by another thread, leaves the rest to the running one).
+  void drain() {
+    std::unique_lock lock(mu);
+    if (draining) return;
+    draining = true;
+    while (!queue.empty()) {
+      std::function<void()> fn = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        FL_LOG_ERROR("a repeating expectation's callback threw: {}", e.what());
+      } catch (...) {
+        FL_LOG_ERROR("a repeating expectation's callback threw");
+      }
+      lock.lock();
+    }
+    draining = false;
+  }
+};
+
 struct Entry {
   uint64_t count = 0;
   bool expecting = false;
   uint64_t need = 0;
-  Completion sink;                       // a one-shot expectation
-  std::shared_ptr<RepeatingSink> every;  // or a repeating one (expect_every)
+  Completion sink;                          // a one-shot expectation
+  std::shared_ptr<RepeatingReports> every;  // or a repeating one (expect_every)
   uint64_t rounds = 0;                   // rounds the repeating one fired
   uint64_t expectation_id = 0;           // tells a timer which expectation it was set for
 };
@@ -29,9 +80,7 @@ struct Entry {
 struct Fired {
   Completion once;
   bool fire_once = false;
-  std::shared_ptr<RepeatingSink> every;
-  uint64_t first_round = 0;  // every: rounds [first_round, last_round] fired
-  uint64_t last_round = 0;
+  std::shared_ptr<RepeatingReports> drain;  // a repeating sink with callbacks queued
 };
 
 // Sharded by imm value so that workers of different groups rarely contend.
@@ -86,10 +135,9 @@ struct ImmCountTable::Impl {
     if (e.every) {
       const uint64_t rounds = e.count / e.need;
       e.count -= rounds * e.need;
-      out.every = e.every;
-      out.first_round = e.rounds + 1;
+      const uint64_t first = e.rounds + 1;
       e.rounds += rounds;
-      out.last_round = e.rounds;
+      if (e.every->rounds(first, e.rounds)) out.drain = e.every;
       return;
     }
     e.count -= e.need;
@@ -112,35 +160,32 @@ struct ImmCountTable::Impl {
       fn();
     }
   }
-  // Rounds [first, last] of a repeating sink, Ok.
-  void deliver_rounds(const std::shared_ptr<RepeatingSink>& sink, uint64_t first, uint64_t last) {
-    CompletionDelivery::deliver_rounds(*sink, first, last,
-                                       [this](std::function<void()> fn) { run_user(std::move(fn)); });
-  }
-  // The end of a repeating sink: `status` after `rounds` rounds.
-  void deliver_end(const std::shared_ptr<RepeatingSink>& sink, uint64_t rounds, const Status& status) {
-    CompletionDelivery::deliver_end(*sink, rounds, status,
-                                    [this](std::function<void()> fn) { run_user(std::move(fn)); });
+  // Runs the queued callbacks of a repeating sink on the callback thread.
+  void drain(std::shared_ptr<RepeatingReports> reports) {
+    run_user([reports = std::move(reports)] { reports->drain(); });
   }
   void deliver_fired(Fired& f) {
     if (f.fire_once) deliver(std::move(f.once), ok_status());
-    if (f.every) deliver_rounds(f.every, f.first_round, f.last_round);
+    if (f.drain) drain(std::move(f.drain));
   }
 
-  // Takes the pending expectation of `e` out (shard lock held); the caller ends it with a status.
+  // Takes the pending expectation of `e` out (shard lock held) to end it with `why`: a repeating
+  // one is ended here, under the lock (after all its rounds); end() delivers the rest unlocked.
   struct Ended {
     bool any = false;
     Completion once;
-    std::shared_ptr<RepeatingSink> every;
-    uint64_t rounds = 0;
+    bool repeating = false;
+    std::shared_ptr<RepeatingReports> drain;
   };
-  static Ended take_expectation(Entry& e) {
+  static Ended take_expectation(Entry& e, const Status& why) {
     Ended out;
     if (!e.expecting) return out;
     out.any = true;
     out.once = std::move(e.sink);
-    out.every = std::move(e.every);
-    out.rounds = e.rounds;
+    if (e.every) {
+      out.repeating = true;
+      if (e.every->end(e.rounds, why)) out.drain = e.every;
+    }
     e.expecting = false;
     e.every.reset();
     e.rounds = 0;
@@ -148,8 +193,8 @@ struct ImmCountTable::Impl {
   }
   void end(Ended& e, const Status& why) {
     if (!e.any) return;
-    if (e.every) {
-      deliver_end(e.every, e.rounds, why);
+    if (e.repeating) {
+      if (e.drain) drain(std::move(e.drain));
     } else {
       deliver(std::move(e.once), why);
     }
@@ -167,7 +212,7 @@ struct ImmCountTable::Impl {
       Entry& e = it->second;
       message = "imm " + std::to_string(imm) + ": " + std::to_string(e.count) + " of " + std::to_string(e.need) +
                 " arrived before the deadline";
-      ended = take_expectation(e);
+      ended = take_expectation(e, Status(ErrorCode::kDeadlineExceeded, message));
       erase_if_empty(sh, it);
     }
     end(ended, Status(ErrorCode::kDeadlineExceeded, message));
@@ -200,7 +245,7 @@ struct ImmCountTable::Impl {
   }
 
   // Registers a one-shot (sink) or repeating (every) expectation.
-  Status expect(uint32_t imm, uint64_t n, Completion sink, std::shared_ptr<RepeatingSink> every) {
+  Status expect(uint32_t imm, uint64_t n, Completion sink, std::shared_ptr<RepeatingReports> every) {
     if (n == 0) return invalid_argument("expect(): count must be >= 1");
     if (shut.load(std::memory_order_acquire)) return stopped("imm counter is shut down");
     Fired fired;
@@ -279,7 +324,7 @@ Status ImmCountTable::expect(uint32_t imm, uint64_t n, Completion sink) {
 
 Status ImmCountTable::expect_every(uint32_t imm, uint64_t n, RepeatingSink sink) {
   if (sink.is_none()) return invalid_argument("expect_every(): the sink reports to nobody");
-  return impl_->expect(imm, n, Completion(), std::make_shared<RepeatingSink>(std::move(sink)));
+  return impl_->expect(imm, n, Completion(), std::make_shared<RepeatingReports>(std::move(sink)));
 }
 
 uint64_t ImmCountTable::rounds(uint32_t imm) const {
@@ -306,31 +351,33 @@ bool ImmCountTable::has_expectation(uint32_t imm) const {
 Status ImmCountTable::release(uint32_t imm) {
   Impl& s = *impl_;
   Impl::Ended ended;
+  const Status why = cancelled("imm " + std::to_string(imm) + " released");
   {
     Shard& sh = s.shard_of(imm);
     std::lock_guard lock(sh.mu);
     auto it = sh.map.find(imm);
     if (it == sh.map.end()) return not_found("imm " + std::to_string(imm) + " is not known");
-    ended = Impl::take_expectation(it->second);
+    ended = Impl::take_expectation(it->second, why);
     sh.map.erase(it);
     s.free_slot();
   }
-  s.end(ended, cancelled("imm " + std::to_string(imm) + " released"));
+  s.end(ended, why);
   return ok_status();
 }
 
 Status ImmCountTable::cancel_expectation(uint32_t imm) {
   Impl& s = *impl_;
   Impl::Ended ended;
+  const Status why = cancelled("expectation of imm " + std::to_string(imm) + " cancelled");
   {
     Shard& sh = s.shard_of(imm);
     std::lock_guard lock(sh.mu);
     auto it = sh.map.find(imm);
     if (it == sh.map.end() || !it->second.expecting) return not_found("imm " + std::to_string(imm) + " has no expectation");
-    ended = Impl::take_expectation(it->second);
+    ended = Impl::take_expectation(it->second, why);
     s.erase_if_empty(sh, it);
   }
-  s.end(ended, cancelled("expectation of imm " + std::to_string(imm) + " cancelled"));
+  s.end(ended, why);
   return ok_status();
 }
 
@@ -348,7 +395,7 @@ void ImmCountTable::shutdown(const Status& why) {
   for (Shard& sh : s.shards) {
     std::lock_guard lock(sh.mu);
     for (auto it = sh.map.begin(); it != sh.map.end();) {
-      if (it->second.expecting) ended.push_back(Impl::take_expectation(it->second));
+      if (it->second.expecting) ended.push_back(Impl::take_expectation(it->second, why));
       if (it->second.count == 0) {
         it = sh.map.erase(it);
         s.free_slot();

@@ -14,6 +14,7 @@ struct PeerEntry;
 }
 
 struct PeerGroup::Data {
+  const void* engine = nullptr;  // the EngineCore whose worker resolved `peers`
   size_t group = 0;
   std::vector<MrDesc> descs;
   std::vector<detail::PeerEntry*> peers;  // owned by the group's worker

@@ -35,6 +35,9 @@ class _Agent:
         self.observed: List[int] = []
         self.messages: "queue.Queue[bytes]" = queue.Queue()
         self.recv_errors: List[str] = []
+        self.rounds: Dict[int, List[int]] = {}  # repeating expectations: rounds seen, in order
+        self.ends: Dict[int, Tuple[str, int]] = {}  # ... and how each ended (code, rounds fired)
+        self.landed: "queue.Queue[Tuple[int, bytes]]" = queue.Queue()  # submit_recvs_into: (offset, bytes)
 
     # Each command returns a picklable result.
     def alloc(self, name: str, nbytes: int, seed: int = -1) -> fl.MemoryRegionDescriptor:
@@ -117,6 +120,55 @@ class _Agent:
 
     def imms_to(self, desc: fl.MemoryRegionDescriptor, imm: int, times: int) -> List[str]:
         return [self._wait(lambda ok, err: self.engine.submit_imm(imm, desc, ok, err)) for _ in range(times)]
+
+    # --- request forms (tests/python/test_forms.py) -----------------------------------------------
+
+    def every(self, imm: int, n: int) -> None:
+        seen = self.rounds.setdefault(imm, [])
+        self.engine.set_imm_count_every(imm, n, seen.append, lambda err, rounds: self.ends.__setitem__(imm, (err.code, rounds)))
+
+    def every_status(self, imm: int) -> Tuple[int, int, List[int], Any]:
+        """(imm_rounds, imm_count, rounds seen, end or None)."""
+        return self.engine.imm_rounds(imm), self.engine.imm_count(imm), list(self.rounds.get(imm, [])), self.ends.get(imm)
+
+    def wait_rounds(self, imm: int, n: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while len(self.rounds.get(imm, [])) < n and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return len(self.rounds.get(imm, [])) >= n
+
+    def wait_count(self, imm: int, n: int, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.engine.imm_count(imm) < n and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return self.engine.imm_count(imm)
+
+    def recvs_into(self, name: str, offset: int, slot: int, count: int) -> None:
+        arr, handle, _ = self.regions[name]
+
+        def landed(off: int, length: int) -> None:  # read it now: the slot is reposted after we return
+            self.landed.put((off, arrays.to_numpy(arr)[off : off + length].tobytes()))
+
+        self.engine.submit_recvs_into(handle, offset, slot, count, landed)
+
+    def take_landed(self, n: int, timeout: float) -> List[Tuple[int, bytes]]:
+        out = []
+        deadline = time.monotonic() + timeout
+        while len(out) < n:
+            try:
+                out.append(self.landed.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        return out
+
+    def send_from(self, addr: fl.DomainAddress, name: str, offset: int, sizes: List[int], seed: int) -> List[str]:
+        """Sends pattern(size, seed + i) from region `name` at `offset`, rewriting it only after each send completed."""
+        arr, handle, _ = self.regions[name]
+        results = []
+        for i, n in enumerate(sizes):
+            arr[offset : offset + n] = arrays.from_numpy(arrays.pattern(n, seed + i))
+            results.append(self._wait(lambda ok, err: self.engine.submit_send_from(addr, handle, offset, n, ok, err)))
+        return results
 
     def address(self) -> fl.DomainAddress:
         return self.engine.main_address

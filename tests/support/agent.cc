@@ -51,6 +51,7 @@ Agent::Agent(std::unique_ptr<TransferEngine> engine, std::unique_ptr<tools::Regi
          return s.ok() ? std::string("ok") : error_reply(s);
        }},
   };
+  for (Command& c : form_commands()) commands_.push_back(std::move(c));
   for (Command& c : extra_commands) commands_.push_back(std::move(c));
 }
 

@@ -13,6 +13,16 @@
 //   write_burst <desc_hex> <count> <chunk> <imm>   submit count writes from the region
 //   burst_status                         "<finished> <exactly_once 0|1> <code>=<n> ..."
 //   stop                                 engine->stop()
+// Request forms (agent_forms.cc):
+//   every <imm> <n> <counter|callback|flag>   imms().expect_every(imm, n, sink of that kind)
+//   every_status <imm>                   "<rounds(imm)> <count(imm)> <sink rounds> <ends> <in_order 0|1> <end code>"
+//   wait_rounds <imm> <r> <timeout_ms>   until the sink saw r rounds: "ok" | "timeout <sink rounds>"
+//   wait_count <imm> <n> <timeout_ms>    until count(imm) >= n (no expectation): "ok <c>" | "timeout <c>"
+//   release <imm>                        imms().release(imm)
+//   recvs_into <offset> <slot> <count>   post_recvs_into the region; messages are hashed where they landed
+//   placement                            how many received messages lay outside their slots
+//   send_from <addr_hex> <count> <len> <seed> <offset>   zero-copy sends from the region at offset,
+//                                        each refilled (pattern seed + i) only after the previous completed
 // plus any commands the test binary adds (AgentSetup::extra_commands).
 #pragma once
 
@@ -57,6 +67,16 @@ class Agent {
   std::string send(const Words& w);
   std::string write_burst(const Words& w);
   std::string burst_status();
+  // Request forms (agent_forms.cc).
+  struct EveryState;
+  std::vector<Command> form_commands();
+  std::string every(const Words& w);
+  std::string every_status(const Words& w);
+  std::string wait_rounds(const Words& w);
+  std::string wait_count(const Words& w);
+  std::string recvs_into(const Words& w);
+  std::string send_from(const Words& w);
+  std::shared_ptr<EveryState> every_state(uint32_t imm);
 
   std::unique_ptr<TransferEngine> engine_;
   std::unique_ptr<tools::Region> region_;
@@ -69,6 +89,9 @@ class Agent {
   MrRegistration source_;
   std::vector<std::atomic<int>> burst_calls_;
   std::map<std::string, size_t> burst_outcomes_;
+  // Repeating expectations by imm; received messages that landed outside their slot.
+  std::map<uint32_t, std::shared_ptr<EveryState>> every_;
+  std::atomic<size_t> misplaced_{0};
 };
 
 // How an agent process is made: its region, and the test binary's own commands.

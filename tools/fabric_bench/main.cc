@@ -1,5 +1,5 @@
 // fabric-bench: the paper's Figures 7-8 measurements (single and paged WRITE bandwidth, imm round
-// trips, scatter posting, submit overhead) on any libfabric provider, against a raw fi_writedata
+// trips, scatter posting, submit overhead, prepared vs plain submits) on any libfabric provider, against a raw fi_writedata
 // loop on the same provider in the same run.
 //
 //   fabric-bench --local [options]               starts its own target process on this host
@@ -46,13 +46,14 @@ bool parse_modes(const std::string& text, std::vector<Mode>* out) {
                                              {"paged", Mode::kPaged},
                                              {"imm", Mode::kImm},
                                              {"scatter", Mode::kScatter},
-                                             {"submit", Mode::kSubmit}};
+                                             {"submit", Mode::kSubmit},
+                                             {"prepared", Mode::kPrepared}};
   out->clear();
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
     if (item == "all") {
-      *out = {Mode::kSingle, Mode::kPaged, Mode::kImm, Mode::kScatter, Mode::kSubmit};
+      *out = {Mode::kSingle, Mode::kPaged, Mode::kImm, Mode::kScatter, Mode::kSubmit, Mode::kPrepared};
       continue;
     }
     auto it = names.find(item);
@@ -91,6 +92,9 @@ Status run_configuration(const BenchOptions& o, PeerLink& peer, size_t domains, 
       case Mode::kSubmit:
         s = run_submit_mode(init, rows);
         break;
+      case Mode::kPrepared:
+        s = run_prepared_mode(init, rows);
+        break;
     }
     if (!s.ok()) return Status(s.code(), std::string(mode_name(m)) + " mode: " + s.message());
   }
@@ -116,7 +120,7 @@ int main(int argc, char** argv) {
   app.add_flag("--server", server, "be the target for an initiator on another host");
   app.add_option("--listen", listen, "server: [HOST]:PORT to listen on")->capture_default_str();
   app.add_option("--connect", connect, "initiator: HOST:PORT of a fabric-bench --server");
-  app.add_option("--mode", modes, "single,paged,imm,scatter,submit or all")->capture_default_str();
+  app.add_option("--mode", modes, "single,paged,imm,scatter,submit,prepared or all")->capture_default_str();
   app.add_option("--provider", o.provider,
                  "libfabric provider (tcp, shm, udp;ofi_rxd, efa, verbs;ofi_rxm, ...), or ipc (GPU to GPU on this host, "
                  "against cudaMemcpyPeerAsync; --local only)")

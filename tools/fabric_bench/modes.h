@@ -1,4 +1,4 @@
-// The five fabric-bench modes. Each verifies the bytes (or imm counts) of at least one full
+// The six fabric-bench modes. Each verifies the bytes (or imm counts) of at least one full
 // iteration at the target before it measures, and appends one Row per measured point.
 #pragma once
 
@@ -20,6 +20,8 @@ Status run_imm_mode(Initiator& init, std::vector<Row>& rows);
 Status run_scatter_mode(Initiator& init, std::vector<Row>& rows);
 // Submit overhead: API call to the request's first WR handed to the provider.
 Status run_submit_mode(Initiator& init, std::vector<Row>& rows);
+// Submit-call time of plain against prepared requests (paged write, scatter to P peers).
+Status run_prepared_mode(Initiator& init, std::vector<Row>& rows);
 
 // --- shared by the modes (regions.cc) -------------------------------------------------------------
 

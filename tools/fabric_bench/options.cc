@@ -66,6 +66,8 @@ size_t points_of(Mode mode, const BenchOptions& options) {
     case Mode::kImm:
     case Mode::kSubmit:
       return 1;
+    case Mode::kPrepared:
+      return 1 + options.scatter_peers.size();
   }
   return 0;
 }
@@ -82,6 +84,8 @@ const char* mode_name(Mode m) {
       return "scatter";
     case Mode::kSubmit:
       return "submit";
+    case Mode::kPrepared:
+      return "prepared";
   }
   return "?";
 }

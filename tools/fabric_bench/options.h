@@ -9,7 +9,7 @@
 
 namespace fabric_lib::bench {
 
-enum class Mode { kSingle, kPaged, kImm, kScatter, kSubmit };
+enum class Mode { kSingle, kPaged, kImm, kScatter, kSubmit, kPrepared };
 
 struct BenchOptions {
   std::vector<Mode> modes;

@@ -28,7 +28,8 @@ std::string padded(const std::string& s, size_t width, bool left = false) {
 
 std::string size_cell(const Row& r) {
   if (r.mode == "imm" || r.mode == "imm-raw") return "-";
-  if (r.mode.rfind("scatter", 0) == 0) return std::to_string(r.size) + " peers";
+  if (r.mode.rfind("scatter", 0) == 0 || r.mode.ends_with("-scatter")) return std::to_string(r.size) + " peers";
+  if (r.mode.ends_with("-paged")) return std::to_string(r.size) + " pages";
   return format_size(r.size);
 }
 
@@ -200,6 +201,19 @@ std::vector<std::string> evaluate_targets(const std::vector<Row>& rows) {
       const double ratio = *imm->p50_us / *imm_raw->p50_us;
       std::snprintf(buf, sizeof(buf), "imm round trip p50 %.2f us vs raw %.2f us = %.2fx (<= 1.2x): %s", *imm->p50_us,
                     *imm_raw->p50_us, ratio, verdict(ratio <= 1.2, "").c_str());
+      lines.push_back(who + buf);
+    }
+    // 7. a prepared submit costs the caller less than the plain one (p50 of the call).
+    for (const Row& r : rows) {
+      if (r.provider != provider || r.domains != domains || r.mode.rfind("prepared-", 0) != 0 || !r.p50_us) continue;
+      const std::string what = r.mode.substr(9);
+      const Row* plain = find_row(rows, "plain-" + what, domains, r.size);
+      if (!plain || plain->provider != provider || !plain->p50_us) continue;
+      const std::string point = what == "paged" ? std::to_string(r.size) + "-page paged write"
+                                                : "scatter to " + std::to_string(r.size) + " peers";
+      std::snprintf(buf, sizeof(buf), "prepared submit < plain (%s, call p50): %.2f us vs %.2f us (%.2fx): %s",
+                    point.c_str(), *r.p50_us, *plain->p50_us, *plain->p50_us / std::max(*r.p50_us, 1e-9),
+                    verdict(*r.p50_us < *plain->p50_us, "by " + cell(*r.p50_us - *plain->p50_us, 2) + " us").c_str());
       lines.push_back(who + buf);
     }
   }

@@ -16,10 +16,12 @@ namespace fabric_lib::bench {
 // The CSV header, exactly (the smoke tests compare it).
 inline constexpr const char* kCsvHeader = "mode,provider,domains,size,engine_gbps,raw_gbps,ratio,engine_mops,raw_mops,p50_us,p99_us";
 
-// One measured point. `size` is the write size (single, submit), the page size (paged), 0 (imm)
-// or the number of peers (scatter-post, scatter-complete). Empty optionals print as empty cells.
+// One measured point. `size` is the write size (single, submit), the page size (paged), 0 (imm),
+// the number of peers (scatter-post, scatter-complete, plain-scatter, prepared-scatter) or of pages
+// (plain-paged, prepared-paged). The plain-/prepared- rows hold the submit call's p50/p99; a
+// prepared row's ratio is plain p50 / prepared p50. Empty optionals print as empty cells.
 struct Row {
-  std::string mode;  // single, paged, imm, scatter-post, scatter-complete, submit
+  std::string mode;  // single, paged, imm, scatter-post, scatter-complete, submit, plain-*/prepared-*
   std::string provider;
   size_t domains = 1;
   uint64_t size = 0;
