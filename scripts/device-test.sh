@@ -16,6 +16,8 @@
 #   ipc  (not by default) the ipc domain on GPU memory: its device tests, the torch test and
 #           fabric-bench --provider ipc; scripts/device-ipc.sh says what and where. Run it
 #           alone, FABRIC_LIB_DEVICE_STEPS=ipc (about 5 minutes; $OUT then holds 6 files).
+#   hostbench (not by default) fabric-bench on host memory (tcp, shm; 1 and 4 domains; every mode)
+#           with this machine's cores: scripts/device-hostbench.sh.
 #   kv      (not by default) the KV-transfer app: its tests, the GPU end-to-end test (CUDA graph,
 #           UVM watcher, IPC backend) and its benchmarks; scripts/device-kv.sh says what. Run it
 #           alone: FABRIC_LIB_DEVICE_STEPS=kv.
@@ -85,7 +87,7 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
     -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON -DFABRIC_LIB_PYTHON=ON -DPython3_EXECUTABLE="$py" \
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target unit_tests integration_tests device_tests fabric_device_kernels _fabric_lib \
-      $(want ipc && echo fabric-bench) $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests)
+      $( (want ipc || want hostbench) && echo fabric-bench) $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests)
 } >>"$out/build.log" 2>&1
 if [ $? -ne 0 ]; then
   tail -n 40 "$out/build.log" >&2
@@ -157,7 +159,13 @@ if want ipc; then
   source "$root/scripts/device-ipc.sh"
 fi
 
-# --- 8. The KV-transfer app (scripts/device-kv.sh) ------------------------------------------------
+# --- 8. fabric-bench on host memory with this machine's cores (scripts/device-hostbench.sh) -------
+if want hostbench; then
+  # shellcheck source=device-hostbench.sh
+  source "$root/scripts/device-hostbench.sh"
+fi
+
+# --- 9. The KV-transfer app (scripts/device-kv.sh) ------------------------------------------------
 if want kv; then
   # shellcheck source=device-kv.sh
   source "$root/scripts/device-kv.sh"
