@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <memory>
 #include <cstring>
 #include <string>
 
@@ -139,6 +140,9 @@ Status AllToAll::connect(std::span<const std::vector<uint8_t>> infos) {
     decoded.push_back(std::move(info).value());
   }
   if (infos[g.rank] != local_info()) return invalid_argument("connect: the entry for this rank is not its local_info()");
+  for (const RankInfo& i : decoded) {
+    if (i.rank != g.rank && !i.route_recv.empty()) m.peer_descs.push_back(i.route_recv);
+  }
   if (m.st.config.path == Path::kDirect) {
     for (const RankInfo& i : decoded) {
       if (i.host_id != decoded[g.rank].host_id) return invalid_argument("connect: Path::kDirect needs every rank on one host");
@@ -192,6 +196,35 @@ Status AllToAll::combine_recv(const CombineRecvArgs& args, void* stream) {
   Status s = m.gpu ? m.gpu->combine_recv(args, stream) : detail::cpu_combine_recv(m.st, m.cpu, args);
   if (s.ok()) m.phase = AllToAllImpl::Phase::kIdle;
   return s;
+}
+
+Status AllToAll::finish(std::chrono::milliseconds timeout) {
+  AllToAllImpl& m = *impl_;
+  FABRIC_LIB_RETURN_IF_ERROR(m.check_phase(AllToAllImpl::Phase::kIdle, "finish"));
+  if (m.finished) return Status(ErrorCode::kFailedPrecondition, "finish: already finished");
+  m.finished = true;
+  m.phase = AllToAllImpl::Phase::kFinished;
+  const auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
+  if (m.issued > 0) {
+    FABRIC_LIB_RETURN_IF_ERROR(detail::wait_word(m.st, kSendFree, m.issued, budget, "the last step's writes"));
+    FABRIC_LIB_RETURN_IF_ERROR(detail::wait_word(m.st, kCombineFree, m.issued, budget, "the last step's writes"));
+  }
+  if (m.peer_descs.empty()) return ok_status();
+  const uint32_t imm = m.st.config.imm_base + 3;
+  // Callbacks own the counters: a late completion never touches this frame.
+  auto arrived = std::make_shared<CompletionCounter>();
+  auto sent = std::make_shared<CompletionCounter>();
+  auto count_into = [](std::shared_ptr<CompletionCounter> c) {
+    return Completion::callback([c](const Status& s) { (s.ok() ? c->done : c->errors).fetch_add(1); });
+  };
+  FABRIC_LIB_RETURN_IF_ERROR(m.engine->imms().expect(imm, m.peer_descs.size(), count_into(arrived)));
+  Result<TransferId> id = m.engine->submit_barrier(imm, m.peer_descs, count_into(sent).with_timeout(timeout));
+  bool ok = id.ok() && arrived->wait_for(1, timeout) && sent->wait_for(1, timeout);
+  ok = ok && arrived->errors.load() == 0 && sent->errors.load() == 0;
+  m.engine->imms().release(imm);
+  if (!id.ok()) return id.status();
+  if (!ok) return Status(ErrorCode::kDeadlineExceeded, "finish: not every peer reached the end of the step stream");
+  return ok_status();
 }
 
 Status AllToAll::status() const { return impl_->st.failure_status(); }

@@ -57,8 +57,10 @@ struct AllToAllImpl {
   std::unique_ptr<GpuPart> gpu;
   std::unique_ptr<HostProxy> proxy;
   bool connected = false;
+  bool finished = false;
+  std::vector<MrDesc> peer_descs;  // the peers' route-receive regions (barrier targets)
   CpuStep cpu;
-  enum class Phase { kIdle, kDispatchSent, kDispatchReceived, kCombineSent } phase = Phase::kIdle;
+  enum class Phase { kIdle, kDispatchSent, kDispatchReceived, kCombineSent, kFinished } phase = Phase::kIdle;
   uint64_t issued = 0;
 
   ~AllToAllImpl();

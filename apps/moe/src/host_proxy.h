@@ -61,6 +61,7 @@ class HostProxy {
   Status post_overflow();
   Status post_combine();
   bool check_deadlines();
+  std::string describe() const;  // the words and counts, for error messages
   Completion write_completion(bool dispatch);
   RepeatingSink round_sink(uint32_t word);
   void finish_step();

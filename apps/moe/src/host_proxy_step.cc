@@ -219,6 +219,24 @@ void HostProxy::finish_step() {
   step_.t = next;
 }
 
+std::string HostProxy::describe() const {
+  const Control& c = st_.control;
+  std::string s;
+  const char* names[] = {"routes_ready", "send_ready", "send_free", "plan_ready", "route_round",
+                         "dispatch_round", "combine_ready", "combine_free", "combine_round"};
+  for (uint32_t w = kRoutesReady; w <= kCombineRound; ++w) {
+    const uint64_t v = c.load(w);
+    s += std::string(names[w]) + "=" + (v == kWordFailed ? "failed" : std::to_string(v)) + " ";
+  }
+  s += "writes dispatch " + std::to_string(sinks_->dispatch_done.load()) + "/" + std::to_string(dispatch_submitted_) +
+       " combine " + std::to_string(sinks_->combine_done.load()) + "/" + std::to_string(combine_submitted_);
+  for (uint32_t imm : {imm_route_, imm_dispatch_, imm_combine_}) {
+    s += " imm+" + std::to_string(imm - imm_route_) + " count " + std::to_string(s_.engine->imms().count(imm)) +
+         " rounds " + std::to_string(s_.engine->imms().rounds(imm));
+  }
+  return s;
+}
+
 bool HostProxy::check_deadlines() {
   if (g_.world == 1) return false;
   const Control& c = st_.control;
@@ -234,7 +252,7 @@ bool HostProxy::check_deadlines() {
   auto late = [&](bool waiting, Clock::time_point since, const std::string& what) {
     if (!waiting || now - since <= timeout) return false;
     st_.fail(Status(ErrorCode::kDeadlineExceeded, "step " + std::to_string(p.t) + ": " + what + " within " +
-                                                      std::to_string(timeout.count()) + " ms"),
+                                                      std::to_string(timeout.count()) + " ms (" + describe() + ")"),
              p.t);
     return true;
   };

@@ -36,6 +36,19 @@ struct World {
   std::vector<std::unique_ptr<AllToAll>> ranks;
   std::vector<Status> results;
   std::vector<std::vector<StepReport>> reports;
+  // Ranks that completed their steps finish together, then every engine stops before any
+  // buffer goes (a peer in this process may still be reading or writing them).
+  ~World() {
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      if (r < results.size() && results[r].ok()) {
+        threads.emplace_back([this, r] { EXPECT_TRUE(ranks[r]->finish(std::chrono::seconds(20)).ok()); });
+      }
+    }
+    for (auto& t : threads) t.join();
+    for (auto& e : engines) e->stop();
+    ranks.clear();
+  }
 };
 
 // Builds W engines and AllToAlls, connects them and runs `opts` on every rank in parallel.

@@ -21,6 +21,7 @@
 // reason; every later call returns it. A failed AllToAll cannot be reused; make a new one.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -55,7 +56,7 @@ struct AllToAllImpl;
 class AllToAll {
  public:
   // `engine` must outlive the AllToAll and have config.world_size peers' worth of imm values
-  // free (config.imm_base .. +2). `device` < 0: a CPU rank.
+  // free (config.imm_base .. +3). `device` < 0: a CPU rank.
   static Result<std::unique_ptr<AllToAll>> create(const MoeConfig& config, TransferEngine& engine, int device = -1);
   ~AllToAll();  // stops the proxy, unregisters and frees the buffers
   AllToAll(const AllToAll&) = delete;
@@ -73,6 +74,13 @@ class AllToAll {
   Status dispatch_recv(const DispatchRecvArgs& args, void* stream = nullptr);
   Status combine_send(const CombineSendArgs& args, void* stream = nullptr);
   Status combine_recv(const CombineRecvArgs& args, void* stream = nullptr);
+
+  // Ends the step stream: waits until this rank's last step is complete (its writes done) and
+  // then for every peer to reach the same point (a barrier of imms base+3 through the engine).
+  // Call it on every rank before destroying the AllToAll or stopping the engine: a rank that
+  // tears down while a peer still waits for its last writes can lose them (a closing tcp
+  // connection discards what the peer has not read yet). Steps may not follow.
+  Status finish(std::chrono::milliseconds timeout);
 
   // ok, or the failure that ended this AllToAll.
   Status status() const;
