@@ -205,9 +205,18 @@ Status AllToAll::finish(std::chrono::milliseconds timeout) {
   m.finished = true;
   m.phase = AllToAllImpl::Phase::kFinished;
   const auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout);
-  if (m.issued > 0) {
-    FABRIC_LIB_RETURN_IF_ERROR(detail::wait_word(m.st, kSendFree, m.issued, budget, "the last step's writes"));
-    FABRIC_LIB_RETURN_IF_ERROR(detail::wait_word(m.st, kCombineFree, m.issued, budget, "the last step's writes"));
+  uint64_t last = m.cpu.step;
+  if (m.gpu) {
+    Result<uint64_t> s = m.gpu->synchronize_and_step();
+    if (!s.ok()) return s.status();
+    last = *s;
+    FABRIC_LIB_RETURN_IF_ERROR(m.st.failure_status());
+    // Direct path: no engine traffic to settle; the caller's own barrier must follow (docs/moe.md).
+    if (m.st.config.path == Path::kDirect) return ok_status();
+  }
+  if (last > 0) {
+    FABRIC_LIB_RETURN_IF_ERROR(detail::wait_word(m.st, kSendFree, last, budget, "the last step's writes"));
+    FABRIC_LIB_RETURN_IF_ERROR(detail::wait_word(m.st, kCombineFree, last, budget, "the last step's writes"));
   }
   if (m.peer_descs.empty()) return ok_status();
   const uint32_t imm = m.st.config.imm_base + 3;

@@ -40,6 +40,9 @@ class GpuPart {
   // kDirect: this rank's IPC handles (RankInfo::ipc_blob), and opening the peers'.
   virtual std::vector<uint8_t> ipc_blob() const = 0;
   virtual Status connect_direct(const std::vector<RankInfo>& infos) = 0;
+  // Waits for the device to finish everything issued, then reads the device's step counter
+  // (graph replays advance it without the host knowing).
+  virtual Result<uint64_t> synchronize_and_step() = 0;
 };
 
 // Allocates the regions of `st` on `device` (device memory, mapped host memory for the words

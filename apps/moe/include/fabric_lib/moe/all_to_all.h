@@ -79,7 +79,9 @@ class AllToAll {
   // then for every peer to reach the same point (a barrier of imms base+3 through the engine).
   // Call it on every rank before destroying the AllToAll or stopping the engine: a rank that
   // tears down while a peer still waits for its last writes can lose them (a closing tcp
-  // connection discards what the peer has not read yet). Steps may not follow.
+  // connection discards what the peer has not read yet). Steps may not follow. GPU ranks: it
+  // synchronizes the device first. Path::kDirect: the engine carries nothing, so there is no
+  // barrier here: the ranks must meet in one of their own (torch.distributed) after finish().
   Status finish(std::chrono::milliseconds timeout);
 
   // ok, or the failure that ended this AllToAll.
