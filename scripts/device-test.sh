@@ -16,6 +16,9 @@
 #   ipc  (not by default) the ipc domain on GPU memory: its device tests, the torch test and
 #           fabric-bench --provider ipc; scripts/device-ipc.sh says what and where. Run it
 #           alone, FABRIC_LIB_DEVICE_STEPS=ipc (about 5 minutes; $OUT then holds 6 files).
+#   moe  (not by default) MoE dispatch/combine on the GPU(s): DeepSeek-V3 shapes, both paths,
+#           CUDA graphs, determinism, compute-sanitizer, the benchmark and the Python API;
+#           scripts/device-moe.sh says what. Alone: FABRIC_LIB_DEVICE_STEPS=moe (about 3 minutes).
 #
 # The lead runs it through the device tool with carry [".deb"]:   bash scripts/device-test.sh
 # (.deb/ is filled as scripts/device-common.sh's header says.) On nvidia-h200-x2 (32 cores,
@@ -81,8 +84,10 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABRIC_LIB_CUDA=ON \
     -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON -DFABRIC_LIB_PYTHON=ON -DPython3_EXECUTABLE="$py" \
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
-    cmake --build "$build" -j"$jobs" --target unit_tests integration_tests device_tests fabric_device_kernels _fabric_lib \
-      $(want ipc && echo fabric-bench)
+    cmake --build "$build" -j"$jobs" --target $(want cpu && echo unit_tests integration_tests) \
+      $(want device || want bench || want ipc && echo device_tests) \
+      $(want python || want ipc || want moe && echo fabric_device_kernels _fabric_lib) \
+      $(want ipc && echo fabric-bench) $(want moe && echo moe_device_tests moe_device_rank moe_memory _moe)
 } >>"$out/build.log" 2>&1
 if [ $? -ne 0 ]; then
   tail -n 40 "$out/build.log" >&2
@@ -152,6 +157,12 @@ fi
 if want ipc; then
   # shellcheck source=device-ipc.sh
   source "$root/scripts/device-ipc.sh"
+fi
+
+# --- 8. MoE dispatch/combine (scripts/device-moe.sh) ------------------------------------------
+if want moe; then
+  # shellcheck source=device-moe.sh
+  source "$root/scripts/device-moe.sh"
 fi
 
 {

@@ -59,12 +59,16 @@ RepeatingSink HostProxy::round_sink(uint32_t word) {
   });
 }
 
-Completion HostProxy::write_completion(bool dispatch) {
-  Completion c = Completion::callback([guard = sinks_, dispatch](const Status& status) {
+Completion HostProxy::write_completion(bool dispatch, const char* what) {
+  const uint64_t step = step_.t;
+  Completion c = Completion::callback([guard = sinks_, dispatch, what, step](const Status& status) {
     (dispatch ? guard->dispatch_done : guard->combine_done).fetch_add(1, std::memory_order_acq_rel);
     std::lock_guard<std::mutex> lock(guard->mu);
     if (guard->state == nullptr) return;
-    if (!status.ok()) guard->state->fail(Status(status.code(), "a write to a peer failed: " + status.message()), 0);
+    if (!status.ok()) {
+      guard->state->fail(Status(status.code(), "step " + std::to_string(step) + ": " + what + " failed: " + status.message()),
+                         step);
+    }
     guard->state->bell.ring();
   });
   return std::move(c).with_timeout(st_.config.step_timeout);

@@ -62,7 +62,7 @@ class HostProxy {
   Status post_combine();
   bool check_deadlines();
   std::string describe() const;  // the words and counts, for error messages
-  Completion write_completion(bool dispatch);
+  Completion write_completion(bool dispatch, const char* what);
   RepeatingSink round_sink(uint32_t word);
   void finish_step();
 

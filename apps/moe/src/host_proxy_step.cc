@@ -87,7 +87,8 @@ Status HostProxy::post_routes() {
     std::vector<ScatterSlice> slices(peers_.size(), ScatterSlice{g_.route_block, parity * g_.route_block,
                                                                  route_recv_offset(parity, g_.rank, g_.world, g_.route_block)});
     const uint64_t t0 = now_ns();
-    Result<TransferId> id = s_.engine->submit_prepared(route_scatter_, slices, imm_route_, write_completion(true));
+    p.times.routes_submit_ns = t0;
+    Result<TransferId> id = s_.engine->submit_prepared(route_scatter_, slices, imm_route_, write_completion(true, "the route scatter"));
     p.times.posting_ns += now_ns() - t0;
     if (!id.ok()) return Status(id.status().code(), "route scatter: " + id.status().message());
     ++dispatch_submitted_;
@@ -116,7 +117,7 @@ Status HostProxy::post_private() {
       begin += n;
     }
     const uint64_t t0 = now_ns();
-    Result<TransferId> id = s_.engine->submit_prepared(private_scatter_, slices, imm_dispatch_, write_completion(true));
+    Result<TransferId> id = s_.engine->submit_prepared(private_scatter_, slices, imm_dispatch_, write_completion(true, "a private token write"));
     p.times.posting_ns += now_ns() - t0;
     if (!id.ok()) return Status(id.status().code(), "private token writes: " + id.status().message());
     ++dispatch_submitted_;
@@ -168,7 +169,7 @@ Status HostProxy::post_overflow() {
       }
     }
     const uint64_t t0 = now_ns();
-    Result<TransferId> id = s_.engine->submit_prepared(overflow_scatter_, slices, imm_dispatch_, write_completion(true));
+    Result<TransferId> id = s_.engine->submit_prepared(overflow_scatter_, slices, imm_dispatch_, write_completion(true, "an overflow token write"));
     p.times.posting_ns += now_ns() - t0;
     if (!id.ok()) return Status(id.status().code(), "overflow token writes: " + id.status().message());
     ++dispatch_submitted_;
@@ -197,7 +198,7 @@ Status HostProxy::post_combine() {
       }
     }
     const uint64_t t0 = now_ns();
-    Result<TransferId> id = s_.engine->submit_prepared(combine_scatter_, slices, imm_combine_, write_completion(false));
+    Result<TransferId> id = s_.engine->submit_prepared(combine_scatter_, slices, imm_combine_, write_completion(false, "a combine write"));
     p.times.posting_ns += now_ns() - t0;
     if (!id.ok()) return Status(id.status().code(), "combine writes: " + id.status().message());
     ++combine_submitted_;

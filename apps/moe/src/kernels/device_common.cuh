@@ -206,6 +206,7 @@ __device__ inline bool build_plan_from_area(const Context& c, uint64_t step, Sha
 // thread 0 of the last block, after every block's writes are visible system-wide.
 __device__ __forceinline__ bool last_block_done(Workspace* ws) {
   __shared__ int last;
+  __threadfence_system();  // each thread's own writes (peer memory, mapped memory) first
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence_system();

@@ -147,6 +147,7 @@ __global__ void __launch_bounds__(kRouteThreads, 1)
     for (uint32_t r = 0; r < c.world; ++r) {
       write_route_block(c, c.peers.area[r] + lay.block_offset(parity, c.rank), step, offsets, mix_sum, total);
     }
+    __threadfence_system();
     __syncthreads();
     if (tid == 0) {
       __threadfence_system();
@@ -156,6 +157,7 @@ __global__ void __launch_bounds__(kRouteThreads, 1)
     }
   } else {
     write_route_block(c, c.route_send + size_t{parity} * c.route_block, step, offsets, mix_sum, total);
+    __threadfence_system();
     __syncthreads();
     if (tid == 0) {
       __threadfence_system();

@@ -38,6 +38,7 @@ namespace fabric_lib::moe {
 struct ProxyStepTimes {
   uint64_t step = 0;
   uint64_t routes_seen_ns = 0;      // saw the routes-ready word
+  uint64_t routes_submit_ns = 0;    // about to submit the route scatter (after validating the block)
   uint64_t routes_posted_ns = 0;    // the route scatter was submitted
   uint64_t private_posted_ns = 0;   // the speculative private writes were submitted
   uint64_t routes_arrived_ns = 0;   // saw every peer's routes (and planned)
