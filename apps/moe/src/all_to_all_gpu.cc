@@ -121,6 +121,14 @@ Status CudaGpuPart::init(std::vector<Allocation>& allocations) {
   return ok_status();
 }
 
+Status CudaGpuPart::select_device() {
+  // This library's CUDA runtime keeps its own current device per thread (the caller's runtime,
+  // torch's or the test's, does not set it for us): every launching thread selects ours.
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device_) return ok_status();
+  return cuda_status(cudaSetDevice(device_), "cudaSetDevice");
+}
+
 Status CudaGpuPart::launched(cudaError_t e, const char* what) {
   Status s = cuda_status(e, what);
   if (!s.ok()) st_.fail(s, 0);
@@ -132,6 +140,7 @@ Status CudaGpuPart::dispatch_send(const DispatchSendArgs& a, void* stream) {
   if (a.num_tokens > 0 && (a.x == nullptr || a.indices == nullptr || (st_.g.hidden_scale && a.x_scale == nullptr))) {
     return invalid_argument("dispatch: missing tokens, scales or indices");
   }
+  FABRIC_LIB_RETURN_IF_ERROR(select_device());
   return launched(kernels::launch_dispatch_send(ctx_, a, sms_, static_cast<cudaStream_t>(stream)), "dispatch_send");
 }
 
@@ -140,11 +149,13 @@ Status CudaGpuPart::dispatch_recv(const DispatchRecvArgs& a, void* stream) {
       (st_.g.hidden_scale && a.out_expert_x_scale == nullptr)) {
     return invalid_argument("dispatch: missing outputs");
   }
+  FABRIC_LIB_RETURN_IF_ERROR(select_device());
   return launched(kernels::launch_dispatch_recv(ctx_, a, sms_, static_cast<cudaStream_t>(stream)), "dispatch_recv");
 }
 
 Status CudaGpuPart::combine_send(const CombineSendArgs& a, void* stream) {
   if (a.expert_y == nullptr) return invalid_argument("combine: missing expert_y");
+  FABRIC_LIB_RETURN_IF_ERROR(select_device());
   return launched(kernels::launch_combine_send(ctx_, a, sms_, static_cast<cudaStream_t>(stream)), "combine_send");
 }
 
@@ -152,6 +163,7 @@ Status CudaGpuPart::combine_recv(const CombineRecvArgs& a, void* stream) {
   if (a.num_tokens > 0 && (a.out_tokens == nullptr || a.weights == nullptr)) {
     return invalid_argument("combine: missing outputs or weights");
   }
+  FABRIC_LIB_RETURN_IF_ERROR(select_device());
   return launched(kernels::launch_combine_recv(ctx_, a, sms_, static_cast<cudaStream_t>(stream)), "combine_recv");
 }
 

@@ -29,6 +29,7 @@ class CudaGpuPart : public GpuPart {
  private:
   Status init_direct(std::vector<Allocation>& allocations);
   Status launched(cudaError_t e, const char* what);
+  Status select_device();
 
   RankState& st_;
   int device_;

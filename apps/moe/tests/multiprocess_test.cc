@@ -232,7 +232,9 @@ TEST(MultiProcessVaried, FewerTokensPaddingSmallPrivateSlotsAndLimitedOverflow) 
 }
 
 // `victim` stops after step `at`'s dispatch_send; killed (or left silent), every other rank must
-// report that step as failed within step_timeout plus slack, and exit.
+// report a failed step within step_timeout plus slack, and exit. The failed step is `at` — or
+// at - 1 when the kill also dropped the victim's last combine writes of step at - 1 (its tcp
+// connections reset while a peer had not read them yet: a completed write is not a delivered one).
 void check_failure(uint32_t world, uint32_t victim, uint32_t at, bool kill) {
   Launch l;
   l.world = world;
@@ -254,9 +256,12 @@ void check_failure(uint32_t world, uint32_t victim, uint32_t at, bool kill) {
     RankOutcome& o = ranks.collect(r, bound);
     ASSERT_FALSE(o.lines.empty()) << "rank " << r << " said nothing";
     const std::string want = "step " + std::to_string(at) + " error";
-    EXPECT_EQ(o.lines.back().rfind(want, 0), 0u) << "rank " << r << ":" << ranks.transcript(r);
+    const std::string before = "step " + std::to_string(at - 1) + " error";
+    const bool at_step = o.lines.back().rfind(want, 0) == 0;
+    const bool at_previous = kill && o.lines.back().rfind(before, 0) == 0;
+    EXPECT_TRUE(at_step || at_previous) << "rank " << r << ":" << ranks.transcript(r);
     EXPECT_FALSE(o.done);
-    EXPECT_EQ(o.digests.size(), at - 1) << "rank " << r << " completed steps past the fault";
+    EXPECT_EQ(o.digests.size(), at_step ? at - 1 : at - 2) << "rank " << r << " completed steps past the fault";
     EXPECT_EQ(ranks.proc(r).wait(std::chrono::duration_cast<milliseconds>(bound - std::chrono::steady_clock::now()) +
                                  milliseconds(1)),
               std::optional<int>(3))

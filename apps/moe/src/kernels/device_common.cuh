@@ -25,10 +25,12 @@ inline constexpr uint64_t kCodeDeadlineExceeded = 10;
 
 __device__ __forceinline__ uint64_t* control_word(const Context& c, uint32_t w) { return c.control + size_t{w} * 8; }
 
-// Sets the abort word once (the host proxy may have set it first).
+// Sets the abort word unless it is set (the host proxy may have set it first). A plain store, not
+// an atomic: device atomics on mapped host memory need host-native atomics, which PCIe hosts
+// lack. Two racing aborts both leave a nonzero word, which is all a waiter needs.
 __device__ __forceinline__ void set_abort(const Context& c, uint64_t code, uint64_t step) {
-  atomicCAS_system(reinterpret_cast<unsigned long long*>(control_word(c, kAbort)), 0ull,
-                   static_cast<unsigned long long>((code << 32) | (step & 0xFFFFFFFFull)));
+  uint64_t* w = control_word(c, kAbort);
+  if (load_acquire(w) == 0) store_release(w, (code << 32) | (step & 0xFFFFFFFFull));
 }
 
 __device__ __forceinline__ bool aborted(const Context& c) { return load_acquire(control_word(c, kAbort)) != 0; }
@@ -134,7 +136,6 @@ __device__ inline bool build_plan_from_area(const Context& c, uint64_t step, Sha
   __shared__ int malformed;
   if (threadIdx.x < W) {
     plan[lay.rank_off(threadIdx.x)] = 0;
-    plan[lay.sent(threadIdx.x)] = 0;
     sums[threadIdx.x] = 0;
   }
   if (threadIdx.x == 0) malformed = 0;
@@ -148,7 +149,6 @@ __device__ inline bool build_plan_from_area(const Context& c, uint64_t step, Sha
       atomicAdd(&plan[lay.rank_off(s)], v);
     } else if (e < (me + 1) * L) {
       plan[lay.cnt(s, e - me * L)] = v;
-      atomicAdd(&plan[lay.sent(s)], v);
     }
   }
   __syncthreads();
@@ -164,40 +164,7 @@ __device__ inline bool build_plan_from_area(const Context& c, uint64_t step, Sha
     if (threadIdx.x == 0) set_abort(c, kCodeMalformed, step);
     return false;
   }
-  if (threadIdx.x == 0) {
-    uint32_t received = 0, overflow = 0, stage = 0;
-    for (uint32_t s = 0; s < W; ++s) {
-      uint32_t in_block = 0;
-      for (uint32_t e = 0; e < L; ++e) {
-        plan[lay.blk(s, e)] = in_block;
-        in_block += plan[lay.cnt(s, e)];
-      }
-      plan[lay.ov_off(s)] = overflow;
-      plan[lay.stage_off(s)] = stage;
-      if (s != me) {
-        overflow += in_block > c.private_tokens ? in_block - c.private_tokens : 0;
-        stage += in_block;
-      }
-      received += in_block;
-    }
-    uint32_t rows = 0;
-    for (uint32_t e = 0; e < L; ++e) {
-      uint32_t start = 0;
-      for (uint32_t s = 0; s < W; ++s) {
-        plan[lay.start(s, e)] = start;
-        start += plan[lay.cnt(s, e)];
-      }
-      plan[lay.pad_off(e)] = rows;
-      plan[lay.total(e)] = start;
-      rows += static_cast<uint32_t>(round_up(start, c.padding));
-    }
-    plan[0] = static_cast<uint32_t>(step);
-    plan[1] = static_cast<uint32_t>(step >> 32);
-    plan[2] = rows;
-    plan[3] = received;
-    plan[4] = overflow;
-    plan[5] = plan[6] = plan[7] = 0;
-  }
+  if (threadIdx.x == 0) finish_recv_plan(lay, me, c.private_tokens, c.padding, step, plan);
   __syncthreads();
   return true;
 }

@@ -23,8 +23,7 @@ def test_docs_example_runs(tmp_path):
     script.write_text(example())
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    lines = sorted(r.stdout.strip().splitlines())
-    assert len(lines) == 2, r.stdout
-    for rank, line in enumerate(lines):
-        assert re.fullmatch(rf"rank {rank}: \d+ pairs received, combine == 2x: True", line), line
+    # The two processes share stdout: their lines may interleave, so match them anywhere.
+    found = re.findall(r"rank (\d): \d+ pairs received, combine == 2x: (True|False)", r.stdout)
+    assert sorted(found) == [("0", "True"), ("1", "True")], r.stdout
     assert "Traceback" not in r.stderr, r.stderr

@@ -104,25 +104,20 @@ struct RecvPlanLayout {
   }
 };
 
-// Fills `plan` (layout.words() words) for rank `rank` from count(s, expert) — the validated
-// counts of every source's block (global expert index). `private_tokens` is P. Every sum is
-// bounded by the caller's validation (counts <= M*K per source), so nothing overflows 32 bits for
-// W * M * K < 2^32.
-template <typename CountFn>
-FL_MOE_HD void build_recv_plan(const RecvPlanLayout& lay, uint32_t rank, uint32_t private_tokens, uint32_t padding,
-                               uint64_t step, CountFn count, uint32_t* plan) {
+// Completes a plan whose cnt(s, e) and rank_off(s) words are filled: every prefix (blk, start,
+// pad_off), the per-source words (sent, ov_off, stage_off), the totals and the header. The GPU's
+// direct path fills those two with a whole block and calls this from one thread; the host calls
+// build_recv_plan below. `private_tokens` is P.
+FL_MOE_HD void finish_recv_plan(const RecvPlanLayout& lay, uint32_t rank, uint32_t private_tokens, uint32_t padding,
+                                uint64_t step, uint32_t* plan) {
   const uint32_t W = lay.world, L = lay.local_experts;
   uint32_t received = 0, overflow = 0, stage = 0;
   for (uint32_t s = 0; s < W; ++s) {
-    uint32_t in_block = 0, before = 0;
-    for (uint32_t e = 0; e < rank * L; ++e) before += count(s, e);
+    uint32_t in_block = 0;
     for (uint32_t e = 0; e < L; ++e) {
-      const uint32_t c = count(s, rank * L + e);
-      plan[lay.cnt(s, e)] = c;
       plan[lay.blk(s, e)] = in_block;
-      in_block += c;
+      in_block += plan[lay.cnt(s, e)];
     }
-    plan[lay.rank_off(s)] = before;
     plan[lay.sent(s)] = in_block;
     plan[lay.ov_off(s)] = overflow;
     plan[lay.stage_off(s)] = stage;
@@ -149,6 +144,22 @@ FL_MOE_HD void build_recv_plan(const RecvPlanLayout& lay, uint32_t rank, uint32_
   plan[3] = received;
   plan[4] = overflow;
   plan[5] = plan[6] = plan[7] = 0;
+}
+
+// Fills `plan` (layout.words() words) for rank `rank` from count(s, expert) — the validated
+// counts of every source's block (global expert index). Every sum is bounded by the caller's
+// validation (counts <= M*K per source), so nothing overflows 32 bits for W * M * K < 2^32.
+template <typename CountFn>
+FL_MOE_HD void build_recv_plan(const RecvPlanLayout& lay, uint32_t rank, uint32_t private_tokens, uint32_t padding,
+                               uint64_t step, CountFn count, uint32_t* plan) {
+  const uint32_t W = lay.world, L = lay.local_experts;
+  for (uint32_t s = 0; s < W; ++s) {
+    uint32_t before = 0;
+    for (uint32_t e = 0; e < rank * L; ++e) before += count(s, e);
+    plan[lay.rank_off(s)] = before;
+    for (uint32_t e = 0; e < L; ++e) plan[lay.cnt(s, e)] = count(s, rank * L + e);
+  }
+  finish_recv_plan(lay, rank, private_tokens, padding, step, plan);
 }
 
 // Where the j-th pair of source s for local expert e is read from by dispatch_recv.
