@@ -1,7 +1,7 @@
 # The "moe" step of scripts/device-test.sh (sourced by it, after its build; uses its $root,
 # $build, $out, $py, stamp and result): MoE dispatch/combine on the GPU(s). On one H200 the 2 and
 # 4 rank processes share GPU 0; on two GPUs rank r uses GPU r % 2. Parts (FABRIC_LIB_MOE_PARTS,
-# default "memory tests sanitize bench python"):
+# default "memory tests bench python sanitize", in that order of value):
 #   moe-memory    moe_memory: the buffer bytes per rank for DeepSeek-V3 decode/prefill, EP 2/4/8
 #   moe-tests     moe_device_tests: DeepSeek-V3 shapes (hidden 7168, 256 experts, top-8, fp8 with
 #                 per-128 scales, bf16 combine), decode 128 tokens/rank and prefill 4096, EP 2 and
@@ -16,10 +16,13 @@
 #                 (+ moe_bench.png when matplotlib is there)
 #   moe-python    apps/moe/device/python: fabric_lib.moe.P2PAllToAll on CUDA tensors (2 ranks,
 #                 both paths, a torch reference, a torch CUDA graph)
-# Run it alone: FABRIC_LIB_DEVICE_STEPS=moe bash scripts/device-test.sh (carry [".deb"]); about 3
-# minutes on nvidia-h200 after the build. Adds to $OUT: moe_bench.csv, moe_bench.png, moe.log.
+# Run it alone: FABRIC_LIB_DEVICE_STEPS=moe bash scripts/device-test.sh (carry [".deb"]). Estimated
+# (not yet measured) on nvidia-h200: build ~1.5 min, tests ~1 min, bench ~1 min, python ~0.5 min,
+# sanitize ~1.5 min; within 3 minutes per call: FABRIC_LIB_MOE_PARTS="memory tests bench" first,
+# then "python sanitize" while the machine is warm (the build in /tmp is reused).
+# Adds to $OUT: moe_bench.csv, moe_bench.png, moe.log.
 
-moe_parts=${FABRIC_LIB_MOE_PARTS:-memory tests sanitize bench python}
+moe_parts=${FABRIC_LIB_MOE_PARTS:-memory tests bench python sanitize}
 moe_want() { [[ " $moe_parts " == *" $1 "* ]]; }
 moe_tests=$build/apps/moe/device/moe_device_tests
 moe_log=$out/moe.log
@@ -48,24 +51,6 @@ if moe_want tests; then
   grep -E "^\[  (PASSED|FAILED|  OK) |^\[==========\] .* ran" "$moe_log" | tail -n 20 | tee -a "$out/summary.txt" >&2
 fi
 
-if moe_want sanitize; then
-  if command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
-    sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    for tool in memcheck racecheck; do
-      t0=$(date +%s)
-      stamp "moe kernels under compute-sanitizer --tool $tool"
-      echo "== compute-sanitizer --tool $tool" >>"$moe_log"
-      MOE_RANK_WRAPPER="$sanitizer --tool $tool --error-exitcode 9" timeout 300 "$moe_tests" --gtest_color=no \
-        --gtest_filter='MoeDeviceSanitized.*' >>"$moe_log" 2>&1
-      status=$?
-      result "moe-$tool" "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$moe_log" | tail -n 4 | tee -a "$out/summary.txt" >&2
-    done
-  else
-    result moe-sanitize "SKIPPED" 0
-  fi
-fi
-
 if moe_want bench; then
   t0=$(date +%s)
   stamp "moe benchmark"
@@ -85,4 +70,22 @@ if moe_want python; then
     -o faulthandler_timeout=200 "$root/apps/moe/device/python") >>"$moe_log" 2>&1
   status=$?
   result moe-python "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+fi
+
+if moe_want sanitize; then
+  if command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
+    sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    for tool in memcheck racecheck; do
+      t0=$(date +%s)
+      stamp "moe kernels under compute-sanitizer --tool $tool"
+      echo "== compute-sanitizer --tool $tool" >>"$moe_log"
+      MOE_RANK_WRAPPER="$sanitizer --tool $tool --error-exitcode 9" timeout 300 "$moe_tests" --gtest_color=no \
+        --gtest_filter='MoeDeviceSanitized.*' >>"$moe_log" 2>&1
+      status=$?
+      result "moe-$tool" "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$moe_log" | tail -n 4 | tee -a "$out/summary.txt" >&2
+    done
+  else
+    result moe-sanitize "SKIPPED" 0
+  fi
 fi

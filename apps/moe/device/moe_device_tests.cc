@@ -199,10 +199,10 @@ TEST(MoeDeviceSanitized, SmallShapeBothPaths) {
     l.world = 2;
     l.path = path;
     l.shape = "small";
-    l.steps = 3;
+    l.steps = 2;
     l.extra = {"timeout_ms=60000"};
     const std::vector<Outcome> out = run(l, std::chrono::seconds(300));
-    for (const Outcome& o : out) EXPECT_EQ(o.digests.size(), 3u) << path;
+    for (const Outcome& o : out) EXPECT_EQ(o.digests.size(), 2u) << path;
   }
 }
 
@@ -221,14 +221,27 @@ int bench(const char* csv_path) {
         l.mode = "bench";
         l.extra = {"iterations=" + std::to_string(iterations), "spin=1"};
         const std::vector<Outcome> out = run(l);
-        for (const Outcome& o : out) {
-          if (!o.done) rc = 1;
-          for (const std::string& line : o.lines) {
-            if (line.rfind("csv,", 0) == 0) {
-              csv << line.substr(4) << "\n";
-              std::printf("%s\n", line.c_str() + 4);
-            }
+        double reaction = -1, floor = -1;
+        for (uint32_t r = 0; r < out.size(); ++r) {
+          if (!out[r].done) rc = 1;
+          for (const std::string& line : out[r].lines) {
+            if (line.rfind("csv,", 0) != 0) continue;
+            csv << line.substr(4) << "\n";
+            std::printf("%s\n", line.c_str() + 4);
+            // path,shape,world,rank,metric,p50,p99,samples
+            std::vector<std::string> f;
+            std::stringstream ss(line.substr(4));
+            for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+            if (r == 0 && f.size() == 8 && f[4] == "proxy_reaction_us") reaction = std::atof(f[5].c_str());
+            if (r == 0 && f.size() == 8 && f[4] == "clock_offset_uncertainty_us") floor = std::atof(f[5].c_str());
           }
+        }
+        if (reaction >= 0) {
+          // Target: p50 <= 5 us (issue 16); the baseline measured in the same run is the one-way
+          // GPU -> CPU flag latency of the clock calibration (half its round trip).
+          std::printf("moe bench %s %s EP%u: proxy reaction p50 %.2f us (one-way flag floor %.2f us, ratio %.2f): %s\n",
+                      shape.c_str(), path, world, reaction, floor, floor > 0 ? reaction / floor : 0.0,
+                      reaction <= 5.0 ? "MET" : "MISSED");
         }
       }
     }

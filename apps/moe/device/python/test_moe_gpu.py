@@ -83,7 +83,8 @@ def _worker(rank, world, init, path, q):
         graph = torch.cuda.CUDAGraph()
         stream = torch.cuda.Stream()
         with torch.cuda.stream(stream):
-            with torch.cuda.graph(graph, stream=stream):
+            # thread_local: the engine's and the proxy's threads keep running during the capture
+            with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
                 step()
         for s in range(4, 14):  # replays with new inputs copied in between
             b = _batch(s, rank, device)
