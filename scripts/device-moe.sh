@@ -20,7 +20,7 @@
 # (not yet measured) on nvidia-h200: build ~1.5 min, tests ~1 min, bench ~1 min, python ~0.5 min,
 # sanitize ~1.5 min; within 3 minutes per call: FABRIC_LIB_MOE_PARTS="memory tests bench" first,
 # then "python sanitize" while the machine is warm (the build in /tmp is reused).
-# Adds to $OUT: moe_bench.csv, moe_bench.png, moe.log.
+# Adds to $OUT: moe_bench.csv, moe_bench.png, moe.log, moe-memcheck-<pid>.log, moe-racecheck-<pid>.log.
 
 moe_parts=${FABRIC_LIB_MOE_PARTS:-memory tests bench python sanitize}
 moe_want() { [[ " $moe_parts " == *" $1 "* ]]; }
@@ -45,7 +45,7 @@ if moe_want tests; then
   t0=$(date +%s)
   stamp "moe device tests"
   echo "== moe_device_tests ($(nvidia-smi -L 2>/dev/null | wc -l) GPU(s))" >>"$moe_log"
-  timeout 300 "$moe_tests" --gtest_color=no --gtest_filter='-MoeDeviceSanitized.*' >>"$moe_log" 2>&1
+  timeout 300 "$moe_tests" --gtest_color=no --gtest_filter='-*MoeDeviceSanitized*' >>"$moe_log" 2>&1
   status=$?
   result moe-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
   grep -E "^\[  (PASSED|FAILED|  OK) |^\[==========\] .* ran" "$moe_log" | tail -n 20 | tee -a "$out/summary.txt" >&2
@@ -79,11 +79,15 @@ if moe_want sanitize; then
       t0=$(date +%s)
       stamp "moe kernels under compute-sanitizer --tool $tool"
       echo "== compute-sanitizer --tool $tool" >>"$moe_log"
-      MOE_RANK_WRAPPER="$sanitizer --tool $tool --error-exitcode 9" timeout 300 "$moe_tests" --gtest_color=no \
-        --gtest_filter='MoeDeviceSanitized.*' >>"$moe_log" 2>&1
+      # The sanitizer's own report goes to one file per rank process (not into the ranks' stdout,
+      # which carries the launcher's line protocol); --error-exitcode fails the rank, so the test.
+      MOE_RANK_WRAPPER="$sanitizer --tool $tool --error-exitcode 9 --log-file $out/moe-$tool-%p.log" timeout 300 \
+        "$moe_tests" --gtest_color=no --gtest_filter='*MoeDeviceSanitized*' >>"$moe_log" 2>&1
       status=$?
       result "moe-$tool" "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$moe_log" | tail -n 4 | tee -a "$out/summary.txt" >&2
+      grep -E "^\[  (PASSED|FAILED|  OK) " "$moe_log" | tail -n 4 | tee -a "$out/summary.txt" >&2
+      cat "$out"/moe-$tool-*.log 2>/dev/null | grep -E "ERROR SUMMARY|RACECHECK SUMMARY" | sort | uniq -c |
+        tee -a "$out/summary.txt" >&2
     done
   else
     result moe-sanitize "SKIPPED" 0

@@ -5,8 +5,8 @@
 // bit-identical combine across runs and EP 1/2/4.
 //   moe_device_tests [gtest flags]           the tests
 //   moe_device_tests --bench OUT.csv         the benchmark (decode and prefill, both paths)
-// MOE_RANK_WRAPPER (e.g. "compute-sanitizer --tool memcheck --error-exitcode 9") prefixes every
-// rank's command line; the Sanitized* tests run only when it is set.
+// MOE_RANK_WRAPPER (e.g. "compute-sanitizer --tool memcheck --error-exitcode 9 --log-file F")
+// prefixes every rank's command line; the *MoeDeviceSanitized* tests run only when it is set.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -191,20 +191,30 @@ TEST(MoeDeviceDeterminism, CombineBitIdenticalAcrossEp124BothPathsAndRuns) {
   }
 }
 
-// Under compute-sanitizer (MOE_RANK_WRAPPER): the kernels of both paths with a small shape.
-TEST(MoeDeviceSanitized, SmallShapeBothPaths) {
+// Under compute-sanitizer (MOE_RANK_WRAPPER): the kernels of both paths with a small shape. EP 1
+// needs no CUDA IPC between processes (which a sanitizer may not follow); EP 2 does.
+struct Sanitized {
+  uint32_t world;
+  std::string path;
+};
+class MoeDeviceSanitized : public ::testing::TestWithParam<Sanitized> {};
+
+TEST_P(MoeDeviceSanitized, SmallShape) {
   if (!std::getenv("MOE_RANK_WRAPPER")) GTEST_SKIP() << "set MOE_RANK_WRAPPER to a compute-sanitizer command";
-  for (const char* path : {"proxy", "direct"}) {
-    Launch l;
-    l.world = 2;
-    l.path = path;
-    l.shape = "small";
-    l.steps = 2;
-    l.extra = {"timeout_ms=60000"};
-    const std::vector<Outcome> out = run(l, std::chrono::seconds(300));
-    for (const Outcome& o : out) EXPECT_EQ(o.digests.size(), 2u) << path;
-  }
+  Launch l;
+  l.world = GetParam().world;
+  l.path = GetParam().path;
+  l.shape = "small";
+  l.steps = 2;
+  l.extra = {"timeout_ms=60000"};
+  const std::vector<Outcome> out = run(l, std::chrono::seconds(300));
+  for (const Outcome& o : out) EXPECT_EQ(o.digests.size(), 2u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, MoeDeviceSanitized,
+                         ::testing::Values(Sanitized{1, "proxy"}, Sanitized{1, "direct"}, Sanitized{2, "proxy"},
+                                           Sanitized{2, "direct"}),
+                         [](const auto& info) { return info.param.path + "_ep" + std::to_string(info.param.world); });
 
 int bench(const char* csv_path) {
   std::ofstream csv(csv_path);
