@@ -21,6 +21,9 @@
 #   kv      (not by default) the KV-transfer app: its tests, the GPU end-to-end test (CUDA graph,
 #           UVM watcher, IPC backend) and its benchmarks; scripts/device-kv.sh says what. Run it
 #           alone: FABRIC_LIB_DEVICE_STEPS=kv.
+#   moe  (not by default) MoE dispatch/combine on the GPU(s): DeepSeek-V3 shapes, both paths,
+#           CUDA graphs, determinism, compute-sanitizer, the benchmark and the Python API;
+#           scripts/device-moe.sh says what. Alone: FABRIC_LIB_DEVICE_STEPS=moe (about 3 minutes).
 #
 # The lead runs it through the device tool with carry [".deb"]:   bash scripts/device-test.sh
 # (.deb/ is filled as scripts/device-common.sh's header says.) On nvidia-h200-x2 (32 cores,
@@ -86,8 +89,12 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABRIC_LIB_CUDA=ON \
     -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON -DFABRIC_LIB_PYTHON=ON -DPython3_EXECUTABLE="$py" \
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
-    cmake --build "$build" -j"$jobs" --target unit_tests integration_tests device_tests fabric_device_kernels _fabric_lib \
-      $( (want ipc || want hostbench) && echo fabric-bench) $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests)
+    cmake --build "$build" -j"$jobs" --target $(want cpu && echo unit_tests integration_tests) \
+      $(want device || want bench || want ipc && echo device_tests) \
+      $(want python || want ipc || want moe || want kv && echo fabric_device_kernels _fabric_lib) \
+      $( (want ipc || want hostbench) && echo fabric-bench) \
+      $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests) \
+      $(want moe && echo moe_device_tests moe_device_rank moe_memory _moe)
 } >>"$out/build.log" 2>&1
 if [ $? -ne 0 ]; then
   tail -n 40 "$out/build.log" >&2
@@ -169,6 +176,12 @@ fi
 if want kv; then
   # shellcheck source=device-kv.sh
   source "$root/scripts/device-kv.sh"
+fi
+
+# --- 10. MoE dispatch/combine (scripts/device-moe.sh) ------------------------------------------
+if want moe; then
+  # shellcheck source=device-moe.sh
+  source "$root/scripts/device-moe.sh"
 fi
 
 {

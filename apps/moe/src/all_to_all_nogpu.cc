@@ -1,0 +1,10 @@
+// Builds without CUDA: GPU ranks are refused.
+#include "all_to_all_impl.h"
+
+namespace fabric_lib::moe::detail {
+
+Result<std::unique_ptr<GpuPart>> make_gpu_part(RankState&, int device, std::vector<Allocation>&) {
+  return unsupported("GPU ranks (device " + std::to_string(device) + ") need a CUDA build of fabric_lib_moe");
+}
+
+}  // namespace fabric_lib::moe::detail
