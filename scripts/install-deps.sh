@@ -16,6 +16,7 @@ packages=(
   # Debian's build tools (--no-build-isolation; PEP 668 forbids the system site), and its tests.
   python3-dev pybind11-dev python3-setuptools python3-wheel python3-pip python3-venv
   python3-numpy python3-pytest
+  python3-matplotlib                   # fabric-bench --plot (tests/tools: tools.fabric_bench.plot)
 )
 
 missing=()

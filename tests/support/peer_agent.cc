@@ -118,6 +118,8 @@ bool AgentProcess::pause() {
   return false;
 }
 
+bool AgentProcess::stopped() const { return pid_ > 0 && process_state(pid_) == 'T'; }
+
 bool AgentProcess::resume() {
   if (pid_ <= 0 || kill(pid_, SIGCONT) != 0) return false;
   for (int i = 0; i < 1000; ++i) {
@@ -146,7 +148,41 @@ std::string AgentProcess::hash(uint64_t offset, uint64_t length) {
 
 bool AgentProcess::expect_imms(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout) {
   return call("expect " + std::to_string(imm) + " " + std::to_string(n) + " " + std::to_string(timeout.count()),
-              timeout + std::chrono::seconds(10)) == "ok";
+              timeout + kTimeout) == "ok";
+}
+
+std::string AgentProcess::expect_exactly(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout) {
+  const std::string reply = call("expect " + std::to_string(imm) + " " + std::to_string(n) + " " + std::to_string(timeout.count()),
+                                 timeout + kTimeout);
+  if (reply != "ok") return "expect " + std::to_string(n) + " of imm " + std::to_string(imm) + ": " + reply;
+  const std::string after = quiet(imm, 0);
+  return after == "ok" ? after : "imm " + std::to_string(imm) + " after its " + std::to_string(n) + ": " + after;
+}
+
+std::string AgentProcess::quiet(uint32_t imm, uint64_t count, std::chrono::milliseconds interval) {
+  return call("quiet " + std::to_string(imm) + " " + std::to_string(count) + " " + std::to_string(interval.count()),
+              interval + kTimeout);
+}
+
+bool AgentProcess::wait_count(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  uint64_t c = count(imm);
+  while (c < n && c != UINT64_MAX && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    c = count(imm);
+  }
+  return c >= n && c != UINT64_MAX;
+}
+
+AgentProcess::Stats AgentProcess::stats() {
+  Stats s;
+  auto words = tools::split_words(call("stats"));
+  if (words.size() != 4) return s;
+  try {
+    s = {std::stoull(words[0]), std::stoull(words[1]), std::stoull(words[2]), std::stoull(words[3])};
+  } catch (...) {
+  }
+  return s;
 }
 
 uint64_t AgentProcess::count(uint32_t imm) {
