@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for a fixed number of
 # executions, with a fixed seed, over a copy of its checked-in corpus (tests/fuzz/corpus/<target>):
-# the same inputs and the same mutations every run, and the checked-in corpus never grows.
+# the same inputs and the same mutations every run, and the checked-in corpus never grows. What
+# else would make two runs differ is turned off: address randomisation (pointer values reach the
+# comparison-guided mutations; setarch -R), the periodic corpus reload and the time-driven growth
+# of the input length limit (-reload=0 -len_control=0). Each target's last line (cov, ft, corp)
+# is then the same from run to run.
 # Usage: run_fuzzers.sh [runs_per_target] [work_dir]
 # Fails when clang++ or libFuzzer is missing (scripts/install-deps.sh installs them). A crashing
 # input is kept in the work dir as crash-<target>-*; add it to tests/unit as a regression test.
@@ -62,20 +66,20 @@ for target in "${targets[@]}"; do
   rm -rf "$corpus"
   cp -r "$seeds" "$corpus"
   log="$work/$target.log"
-  if ! "$work/${target}_fuzz" -seed=1 -runs="$runs" -print_final_stats=1 -artifact_prefix="$work/crash-$target-" \
-      "$corpus" >"$log" 2>&1; then
+  if ! setarch "$(uname -m)" -R "$work/${target}_fuzz" -seed=1 -runs="$runs" -reload=0 -len_control=0 \
+      -print_final_stats=1 -artifact_prefix="$work/crash-$target-" "$corpus" >"$log" 2>&1; then
     tail -n 40 "$log"
     echo "fuzz: $target FAILED (crashing input kept under $work)"
     exit 1
   fi
   executed=$(awk '/stat::number_of_executed_units/ {print $2}' "$log")
-  coverage=$(grep -oE 'cov: [0-9]+' "$log" | tail -n1 | awk '{print $2}')
+  final=$(grep -E "^#$runs[[:space:]]+DONE" "$log" | sed -E 's/.*DONE +//; s/ lim:.*//')
   if [ "${executed:-0}" -lt "$runs" ]; then
     tail -n 20 "$log"
     echo "fuzz: $target FAILED: ran ${executed:-0} of $runs executions"
     exit 1
   fi
-  echo "fuzz: $target ok, $executed executions from $(ls "$seeds" | wc -l) seeds, coverage $coverage"
+  echo "fuzz: $target ok, $executed executions from $(ls "$seeds" | wc -l) seeds ($final)"
   total=$((total + executed))
 done
 echo "fuzz: all ${#targets[@]} targets ok, $total executions"

@@ -16,6 +16,7 @@ constexpr size_t kMiB = 1 << 20;
 TEST_P(EngineTest, SingleWritesOfEdgeSizesLandExactly) {
   const size_t region = 66 * kMiB;
   Outcomes out(5);  // one per case below; before the engine, which may call it until stopped
+  std::vector<std::string> at_ok(5);  // the target's bytes of each write, read inside its Ok callback
   AgentProcess agent(GetParam(), region);
   ASSERT_TRUE(agent.started());
   auto engine = make_engine();
@@ -34,14 +35,19 @@ TEST_P(EngineTest, SingleWritesOfEdgeSizesLandExactly) {
     const uint32_t imm = static_cast<uint32_t>(100 + i);
     WriteRequest w{src.reg.handle, c.src_off, agent.desc(), c.dst_off, c.len, imm};
     const uint64_t expected = imm_count_of(w, domains());
-    ASSERT_TRUE(engine->submit_write(w, out.sink(i)).ok());
-    shadow.write(src, c.src_off, c.dst_off, c.len);
     // Every provider of the matrix grants delivery-complete writes (docs/api.md, "What Ok
-    // means"): once the write completed Ok its bytes are at the target, before its imms are
-    // waited for. (The rest of the region holds only earlier writes' bytes: no write overlaps.)
+    // means"): when the write's Ok callback runs its bytes are at the target — read right there,
+    // from the agent's memory, with no round trip that would give a late copy time to finish.
+    ASSERT_TRUE(engine
+                    ->submit_write(w, Completion::callback([&, i, c](const Status& s) {
+                                     if (s.ok()) at_ok[i] = agent.hash_now(c.dst_off, c.len);
+                                     out.record(i, s);
+                                   }))
+                    .ok());
+    shadow.write(src, c.src_off, c.dst_off, c.len);
     ASSERT_TRUE(out.wait_for_request(i, bounds::kRequests)) << "size " << c.len;
     EXPECT_EQ(out.code(i), ErrorCode::kOk) << "size " << c.len;
-    EXPECT_EQ(agent.hash(c.dst_off, c.len), hash_hex(src.bytes.data() + c.src_off, c.len)) << "size " << c.len;
+    EXPECT_EQ(at_ok[i], hash_hex(src.bytes.data() + c.src_off, c.len)) << "bytes missing at the Ok, size " << c.len;
     // Exactly the imms imm_count_of() predicts: none more within the quiet interval.
     EXPECT_EQ(agent.expect_exactly(imm, expected), "ok") << "size " << c.len;
   }
@@ -53,17 +59,23 @@ TEST_P(EngineTest, SingleWritesOfEdgeSizesLandExactly) {
 // are at the target by then, and a following imm-only request is counted once.
 TEST_P(EngineTest, WriteWithoutImmThenImmOnly) {
   Outcomes out(2);
+  std::string at_ok;  // the target's region, read inside the write's Ok callback
   AgentProcess agent(GetParam(), kMiB);
   ASSERT_TRUE(agent.started());
   auto engine = make_engine();
   ASSERT_TRUE(engine);
   SourceBuffer src(*engine, kMiB, 12);
   Shadow shadow(kMiB);
-  ASSERT_TRUE(engine->submit_write({src.reg.handle, 0, agent.desc(), 512, 300000}, out.sink(0)).ok());
+  ASSERT_TRUE(engine
+                  ->submit_write({src.reg.handle, 0, agent.desc(), 512, 300000}, Completion::callback([&](const Status& s) {
+                                   if (s.ok()) at_ok = agent.hash_now(0, kMiB);
+                                   out.record(0, s);
+                                 }))
+                  .ok());
   shadow.write(src, 0, 512, 300000);
   ASSERT_TRUE(out.wait_for_request(0, bounds::kRequests));
   EXPECT_EQ(out.code(0), ErrorCode::kOk);
-  EXPECT_EQ(agent.hash(0, kMiB), shadow.hash());  // landed at its Ok, with no imm to wait for
+  EXPECT_EQ(at_ok, shadow.hash()) << "bytes missing at the Ok";  // with no imm to wait for
   ASSERT_TRUE(engine->submit_imm(55, agent.desc(), out.sink(1)).ok());
   EXPECT_TRUE(out.all_ok());
   EXPECT_EQ(agent.expect_exactly(55, kImmCountOfImmOnly), "ok");

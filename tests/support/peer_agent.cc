@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -144,6 +146,27 @@ std::string AgentProcess::call(const std::string& command, std::chrono::millisec
 
 std::string AgentProcess::hash(uint64_t offset, uint64_t length) {
   return call("hash " + std::to_string(offset) + " " + std::to_string(length));
+}
+
+std::string AgentProcess::hash_now(uint64_t offset, uint64_t length) const {
+  if (pid_ <= 0 || desc_.empty() || offset > desc_.length() || length > desc_.length() - offset) return "<unreadable: range>";
+  // Last chunk first: a copy still running (front to back, as copies and NICs go) is caught at
+  // its unwritten end before it can get there.
+  constexpr uint64_t kChunk = 1 << 20;
+  std::vector<uint8_t> bytes(length);
+  for (uint64_t end = length; end > 0;) {
+    const uint64_t start = end > kChunk ? end - kChunk : 0;
+    uint64_t done = start;
+    while (done < end) {
+      iovec local{bytes.data() + done, end - done};
+      iovec remote{reinterpret_cast<void*>(desc_.ptr() + offset + done), end - done};
+      const ssize_t n = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
+      if (n <= 0) return std::string("<unreadable: ") + std::strerror(errno) + ">";
+      done += static_cast<uint64_t>(n);
+    }
+    end = start;
+  }
+  return hash_hex(bytes.data(), bytes.size());
 }
 
 bool AgentProcess::expect_imms(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout) {

@@ -58,6 +58,10 @@ class AgentProcess {
   std::string call(const std::string& command, std::chrono::milliseconds timeout = kTimeout);
   // FNV-1a of the agent's region bytes [offset, offset + length), as the agent computes it.
   std::string hash(uint64_t offset, uint64_t length);
+  // FNV-1a of the agent's region bytes read directly from its memory (process_vm_readv), with no
+  // round trip through the agent: what the region holds at this very moment, e.g. inside a
+  // completion callback. Host-memory regions only; "<unreadable: ...>" when the read fails.
+  std::string hash_now(uint64_t offset, uint64_t length) const;
   // Waits until the agent's ImmCounter has seen `n` of `imm` (an expectation set in the agent).
   bool expect_imms(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout = bounds::kRequests);
   // Exactly n of `imm`: n arrive (and are consumed) within `timeout`, and none more during

@@ -52,7 +52,7 @@ class MessageAssembler {
     std::vector<uint8_t> bytes;  // received so far
   };
   // Reserved for a new message up front; longer ones grow as their fragments come.
-  static constexpr uint64_t kReserveBytes = 64 * 1024;
+  static constexpr uint64_t kReserveBytes = 4096;
   using Key = std::pair<uint64_t, uint32_t>;  // sender token, message number
 
   uint64_t max_waiting_;
