@@ -16,7 +16,8 @@ packages=(
   # Debian's build tools (--no-build-isolation; PEP 668 forbids the system site), and its tests.
   python3-dev pybind11-dev python3-setuptools python3-wheel python3-pip python3-venv
   python3-numpy python3-pytest
-  python3-torch                        # apps/kv's end-to-end test: a small attention model (CPU)
+  python3-torch                        # the apps' end-to-end tests: real models in torch (CPU)
+  python3-matplotlib                   # fabric-bench --plot (tests/tools: tools.fabric_bench.plot)
 )
 
 missing=()

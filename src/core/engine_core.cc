@@ -633,6 +633,7 @@ EngineStats EngineCore::stats() const {
   s.paths_failed = stats_.paths_failed.load();
   s.peers_unreachable = stats_.peers_unreachable.load();
   s.groups_abandoned = stats_.groups_abandoned.load();
+  for (const auto& w : workers_) w->add_stats(s);
   return s;
 }
 

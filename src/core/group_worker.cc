@@ -38,7 +38,20 @@ GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, Completi
       dispatcher_(dispatcher),
       stats_(stats),
       inbox_(std::make_shared<WorkerInbox>()),
+      wrs_posted_by_domain_(config_.domains.size()),
       peers_(config_.domains.size()) {}
+
+void GroupWorker::add_stats(EngineStats& s) const {
+  if (s.wrs_posted_by_domain.size() < wrs_posted_by_domain_.size()) s.wrs_posted_by_domain.resize(wrs_posted_by_domain_.size());
+  for (size_t d = 0; d < wrs_posted_by_domain_.size(); ++d) {
+    s.wrs_posted_by_domain[d] += wrs_posted_by_domain_[d].load(std::memory_order_relaxed);
+  }
+  for (const auto& c : domain_counters_) {
+    if (!c) continue;
+    s.unordered_windows_shuffled += c->unordered_windows_shuffled.load(std::memory_order_relaxed);
+    s.unordered_events_held += c->unordered_events_held.load(std::memory_order_relaxed);
+  }
+}
 
 GroupWorker::~GroupWorker() { stop(); }
 
@@ -107,6 +120,7 @@ Status GroupWorker::open_domains() {
     addresses_.push_back(state.domain->address());
     infos_.push_back(info);
     raw_domains_.push_back(state.domain.get());
+    domain_counters_.push_back(state.domain->counters());
     domains_.push_back(std::move(state));
   }
   for (size_t d = 1; d < infos_.size(); ++d) {
@@ -333,7 +347,10 @@ bool GroupWorker::post_pending(size_t d) {
     if (s.next == s.end) ds.streams.pop_front();
     if (result == transport::PostResult::kFailed) maybe_finish(r);
   }
-  if (posted) stats_.wrs_posted.fetch_add(posted, std::memory_order_relaxed);
+  if (posted) {
+    stats_.wrs_posted.fetch_add(posted, std::memory_order_relaxed);
+    wrs_posted_by_domain_[d].fetch_add(posted, std::memory_order_relaxed);
+  }
   return posted > 0;
 }
 

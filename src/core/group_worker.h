@@ -24,6 +24,7 @@
 #include "core/worker_inbox.h"
 #include "fabric_lib/health.h"
 #include "fabric_lib/idle_policy.h"
+#include "fabric_lib/stats.h"
 #include "transport/domain_factory.h"
 #include "transport/guard/provider_call_guard.h"
 
@@ -99,6 +100,9 @@ class GroupWorker {
   size_t num_domains() const { return config_.domains.size(); }
   const std::vector<std::vector<uint8_t>>& addresses() const { return addresses_; }
   const std::vector<transport::DomainInfo>& infos() const { return infos_; }
+  // Adds this group's per-domain counters to `s` (any thread, once start() succeeded):
+  // wrs_posted_by_domain[d] and the domain stacks' DomainCounters.
+  void add_stats(EngineStats& s) const;
   // Rotating first domain for round-robin routes.
   uint32_t next_start_domain() { return next_start_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -211,6 +215,8 @@ class GroupWorker {
   std::vector<transport::Domain*> raw_domains_;
   std::vector<std::vector<uint8_t>> addresses_;
   std::vector<transport::DomainInfo> infos_;
+  std::vector<std::atomic<uint64_t>> wrs_posted_by_domain_;  // sized at construction
+  std::vector<std::shared_ptr<const transport::DomainCounters>> domain_counters_;  // set by open_domains()
   PeerRegistry peers_;
   WrRecordPool records_;
   std::unordered_map<uint64_t, Request*> live_;  // by TransferId

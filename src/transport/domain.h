@@ -8,8 +8,10 @@
 // posts, polls and closes it. No method blocks.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +32,15 @@ struct DomainInfo {
   // The provider reports FI_HMEM: it may register GPU memory (kCuda). Whether it really can is
   // known at the first such registration (Debian's shm reports FI_HMEM without CUDA support).
   bool hmem = false;
+};
+
+// Counters a domain stack keeps about its own behaviour, for EngineStats (summed over a group's
+// domains). Atomics: the worker thread bumps them, stats() reads them from any thread.
+struct DomainCounters {
+  // The reordering wrapper (transport/reorder/): windows of >= 2 WRs posted in shuffled order,
+  // and events (completions, imms) held back for later polls.
+  std::atomic<uint64_t> unordered_windows_shuffled{0};
+  std::atomic<uint64_t> unordered_events_held{0};
 };
 
 // Opaque handle of a peer inserted into the domain's address vector.
@@ -137,6 +148,11 @@ class Domain {
   // True while the domain holds work of its own that needs more poll() calls (e.g. WRs held back
   // by a reordering wrapper); the worker does not sleep then.
   virtual bool has_deferred_work() const { return false; }
+
+  // The counters this stack keeps, or null when it keeps none. Optional: a decorator that keeps
+  // none forwards its inner domain's. Shared, so that a reader may keep them past the domain's
+  // close; fetched once, on the worker thread, when the domain is opened.
+  virtual std::shared_ptr<const DomainCounters> counters() const { return nullptr; }
 };
 
 }  // namespace fabric_lib::transport

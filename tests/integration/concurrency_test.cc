@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "integration/engine_fixture.h"
+#include "support/outcomes.h"
 
 namespace fabric_lib::testing {
 namespace {
@@ -15,8 +16,8 @@ TEST_P(ConcurrencyTest, ThousandsInFlightCompleteExactlyOnce) {
   constexpr size_t kThreads = 4, kPerThread = 1250, kChunk = 256, kChained = 200;
   constexpr size_t kTotal = kThreads * kPerThread;
   const size_t region = (kTotal + kChained) * kChunk;
-  std::vector<std::atomic<int>> calls(kTotal + kChained);  // before the engine: callbacks use them
-  std::atomic<size_t> errors{0}, finished{0}, chained{0};
+  Outcomes out(kTotal + kChained);  // before the engine: callbacks use it
+  std::atomic<size_t> chained{0};
   AgentProcess agent(GetParam(), region);
   ASSERT_TRUE(agent.started());
   auto engine = make_engine();
@@ -28,17 +29,12 @@ TEST_P(ConcurrencyTest, ThousandsInFlightCompleteExactlyOnce) {
   auto submit = [&](size_t i, auto& self) -> void {
     WriteRequest w{src.reg.handle, i * kChunk, agent.desc(), i * kChunk, kChunk, 61};
     auto id = engine->submit_write(w, Completion::callback([&, i](const Status& s) {
-      calls[i].fetch_add(1);
-      if (!s.ok()) errors.fetch_add(1);
       // The first completions each submit one more write from inside the callback.
       const size_t c = chained.fetch_add(1);
       if (c < kChained) self(kTotal + c, self);
-      finished.fetch_add(1);
+      out.record(i, s);
     }));
-    if (!id.ok()) {
-      ADD_FAILURE() << id.status().to_string();
-      calls[i].fetch_add(1000);
-    }
+    if (!id.ok()) ADD_FAILURE() << id.status().to_string();
   };
   std::vector<std::thread> threads;
   for (size_t t = 0; t < kThreads; ++t) {
@@ -47,18 +43,13 @@ TEST_P(ConcurrencyTest, ThousandsInFlightCompleteExactlyOnce) {
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_TRUE(agent.expect_imms(61, kTotal + kChained));
-  for (int i = 0; i < 12000 && finished.load() < kTotal + kChained; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_EQ(finished.load(), kTotal + kChained);
-  EXPECT_EQ(errors.load(), 0u);
-  for (size_t i = 0; i < calls.size(); ++i) ASSERT_EQ(calls[i].load(), 1) << "request " << i;
+  EXPECT_TRUE(out.all_ok());
   EXPECT_EQ(agent.hash(0, region), shadow.hash());
-  EXPECT_EQ(agent.count(61), 0u);
+  EXPECT_EQ(agent.expect_exactly(61, kTotal + kChained), "ok");
   const EngineStats st = engine->stats();
   EXPECT_EQ(st.requests_submitted, kTotal + kChained);
   EXPECT_EQ(st.requests_completed, kTotal + kChained);
+  expect_reordering_as_configured(*engine, &agent);
 }
 
 // stop() with thousands of writes queued or in flight: each completes exactly once, Ok or
@@ -66,8 +57,7 @@ TEST_P(ConcurrencyTest, ThousandsInFlightCompleteExactlyOnce) {
 TEST_P(ConcurrencyTest, StopWithWorkInFlightCancelsEachOnce) {
   constexpr size_t kRequests = 4000, kChunk = 64 * 1024;
   const size_t region = 4 << 20;
-  std::vector<std::atomic<int>> calls(kRequests);  // before the engine: callbacks use them
-  std::atomic<size_t> ok{0}, cancelled{0}, other{0};
+  Outcomes out(kRequests);  // before the engine: callbacks use it
   AgentProcess agent(GetParam(), region);
   ASSERT_TRUE(agent.started());
   auto engine = make_engine();
@@ -75,17 +65,7 @@ TEST_P(ConcurrencyTest, StopWithWorkInFlightCancelsEachOnce) {
   SourceBuffer src(*engine, region, 52);
   for (size_t i = 0; i < kRequests; ++i) {
     const uint64_t off = (i * kChunk) % region;
-    auto id = engine->submit_write({src.reg.handle, off, agent.desc(), off, kChunk, 62},
-                                   Completion::callback([&, i](const Status& s) {
-                                     calls[i].fetch_add(1);
-                                     if (s.ok()) {
-                                       ok.fetch_add(1);
-                                     } else if (s.code() == ErrorCode::kCancelled) {
-                                       cancelled.fetch_add(1);
-                                     } else {
-                                       other.fetch_add(1);
-                                     }
-                                   }));
+    auto id = engine->submit_write({src.reg.handle, off, agent.desc(), off, kChunk, 62}, out.sink(i));
     ASSERT_TRUE(id.ok()) << id.status().to_string();
   }
   CompletionCounter pending_expectation;
@@ -93,11 +73,11 @@ TEST_P(ConcurrencyTest, StopWithWorkInFlightCancelsEachOnce) {
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(engine->stop().ok());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
-  // stop() returns after every callback ran.
-  for (size_t i = 0; i < kRequests; ++i) ASSERT_EQ(calls[i].load(), 1) << "request " << i;
-  EXPECT_EQ(ok.load() + cancelled.load(), kRequests);
-  EXPECT_EQ(other.load(), 0u);
-  EXPECT_GT(cancelled.load(), 0u) << "stop() came too late to cancel anything";
+  // stop() returns after every callback ran (none comes later).
+  EXPECT_EQ(out.finished.load(), kRequests);
+  out.expect_exactly_once();
+  EXPECT_EQ(out.count(ErrorCode::kOk) + out.count(ErrorCode::kCancelled), kRequests);
+  EXPECT_GT(out.count(ErrorCode::kCancelled), 0u) << "stop() came too late to cancel anything";
   EXPECT_EQ(pending_expectation.errors, 1u);
   EXPECT_EQ(engine->submit_write({src.reg.handle, 0, agent.desc(), 0, 1}, Completion()).status().code(),
             ErrorCode::kStopped);

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "common/pattern.h"
+#include "support/bounds.h"
+#include "support/outcomes.h"
 #include "support/peer_agent.h"
 
 namespace fabric_lib::testing {
@@ -21,6 +23,28 @@ class EngineTest : public ::testing::TestWithParam<ProviderConfig> {
     return engine.ok() ? std::move(engine).value() : nullptr;
   }
   size_t domains() const { return GetParam().domains; }
+  bool reordered() const { return GetParam().reorder_seed != 0; }
+
+  // The reordering wrapper is on exactly when the configuration asks for it: on tcp_reordered it
+  // shuffled windows of WRs and held events back, in the writer's engine and (given) the agent's,
+  // elsewhere both counters are 0. Call after traffic of many WRs (a burst, paged or sharded
+  // writes): with one event in three held back, 64 events without a hold happen once in 10^11.
+  void expect_reordering_as_configured(TransferEngine& engine, AgentProcess* agent = nullptr) {
+    const EngineStats st = engine.stats();
+    if (reordered()) {
+      EXPECT_GT(st.unordered_windows_shuffled, 0u) << "the reordering wrapper shuffled no window";
+      EXPECT_GT(st.unordered_events_held, 0u) << "the reordering wrapper held no event back";
+    } else {
+      EXPECT_EQ(st.unordered_windows_shuffled + st.unordered_events_held, 0u) << "reordering without being asked";
+    }
+    if (!agent) return;
+    const AgentProcess::Stats at = agent->stats();
+    if (reordered()) {
+      EXPECT_GT(at.unordered_events_held, 0u) << "the target's reordering wrapper held no imm back";
+    } else {
+      EXPECT_EQ(at.unordered_windows_shuffled + at.unordered_events_held, 0u) << "the target reorders without being asked";
+    }
+  }
 };
 
 // A patterned host buffer registered with an engine.
@@ -65,10 +89,10 @@ struct Shadow {
 
 inline std::string matrix_name(const ::testing::TestParamInfo<ProviderConfig>& info) { return info.param.name; }
 
-// Waits for a counter to reach n; fails the test on timeout.
-inline void wait_all(const CompletionCounter& c, uint64_t n, std::chrono::seconds timeout = std::chrono::seconds(120)) {
-  ASSERT_TRUE(c.wait_for(n, std::chrono::duration_cast<std::chrono::milliseconds>(timeout)))
-      << "only " << c.finished() << " of " << n << " requests completed";
+// Waits for a counter to reach n; fails the test on timeout. (A shared counter cannot see a
+// duplicate completion: tests of request outcomes use Outcomes, support/outcomes.h.)
+inline void wait_all(const CompletionCounter& c, uint64_t n, std::chrono::milliseconds timeout = bounds::kRequests) {
+  ASSERT_TRUE(c.wait_for(n, timeout)) << "only " << c.finished() << " of " << n << " requests completed";
 }
 
 }  // namespace fabric_lib::testing

@@ -16,6 +16,7 @@ struct ScatterCase {
 class ScatterTest : public EngineTest {
  protected:
   void run(const ScatterCase& sc) {
+    Outcomes out(1);  // before the engine, which may call it until stopped
     std::vector<std::unique_ptr<AgentProcess>> agents;
     for (size_t i = 0; i < kPeers; ++i) {
       agents.push_back(std::make_unique<AgentProcess>(GetParam(), kRegion));
@@ -56,15 +57,11 @@ class ScatterTest : public EngineTest {
     std::vector<uint64_t> expected(kPeers, 0);
     for (size_t i = 0; i < layout.size(); ++i) expected[layout[i].first] += imm_count_of(req, i, domains());
 
-    CompletionCounter done;
-    ASSERT_TRUE(engine->submit_scatter(req, Completion::counter(done)).ok());
-    for (size_t p = 0; p < kPeers; ++p) EXPECT_TRUE(agents[p]->expect_imms(31, expected[p])) << "peer " << p;
-    wait_all(done, 1);
-    EXPECT_EQ(done.errors, 0u);
-    for (size_t p = 0; p < kPeers; ++p) {
-      EXPECT_EQ(agents[p]->hash(0, kRegion), shadows[p].hash()) << "peer " << p;
-      EXPECT_EQ(agents[p]->count(31), 0u) << "peer " << p;
-    }
+    ASSERT_TRUE(engine->submit_scatter(req, out.sink(0)).ok());
+    EXPECT_TRUE(out.all_ok());
+    // Delivery-complete (every provider of the matrix): at the Ok every slice is in place.
+    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->hash(0, kRegion), shadows[p].hash()) << "peer " << p;
+    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->expect_exactly(31, expected[p]), "ok") << "peer " << p;
   }
 };
 
@@ -83,24 +80,13 @@ TEST_P(ScatterTest, BarrierReachesEveryPeerOnce) {
     ASSERT_TRUE(agents.back()->started());
     descs.push_back(agents.back()->desc());
   }
+  Outcomes out(1);
   auto engine = make_engine();
   ASSERT_TRUE(engine);
-  std::atomic<int> calls{0};
-  Status final_status = internal_error("not called");
-  std::mutex mu;
-  ASSERT_TRUE(engine
-                  ->submit_barrier(41, descs, Completion::callback([&](const Status& s) {
-                                     std::lock_guard lock(mu);
-                                     final_status = s;
-                                     calls.fetch_add(1);
-                                   }))
-                  .ok());
-  for (size_t p = 0; p < kPeers; ++p) EXPECT_TRUE(agents[p]->expect_imms(41, kImmCountOfBarrierPerPeer));
-  for (int i = 0; i < 2000 && calls.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(calls.load(), 1);
-  std::lock_guard lock(mu);
-  EXPECT_TRUE(final_status.ok()) << final_status.to_string();
-  for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->count(41), 0u);
+  ASSERT_TRUE(engine->submit_barrier(41, descs, out.sink(0)).ok());
+  for (size_t p = 0; p < kPeers; ++p) EXPECT_TRUE(agents[p]->expect_imms(41, kImmCountOfBarrierPerPeer)) << "peer " << p;
+  EXPECT_TRUE(out.all_ok());
+  for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->quiet(41, 0), "ok") << "peer " << p;
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, ScatterTest, ::testing::ValuesIn(provider_matrix()), matrix_name);

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Tuple
 
 import arrays
 import fabric_lib as fl
+from waiters import QUIET_S, WAIT_S
 
 DOMAINS = 2  # both sides use two domains per group, so writes over 128 KiB are sharded
 
@@ -53,11 +54,15 @@ class _Agent:
         self.regions[name][0][:] = 0
 
     def wait_imms(self, imm: int, n: int, timeout: float) -> Tuple[bool, int]:
+        """Expects n of `imm`. Once they came, the count left after a quiet interval (waiters.QUIET_S):
+        0 unless more arrived than expected (a duplicate)."""
         reached = threading.Event()
         self.engine.set_imm_count_expected(imm, n, reached.set)
         ok = reached.wait(timeout)
         if not ok:
             self.engine.remove_imm_count(imm)
+        else:
+            time.sleep(QUIET_S)  # nothing more may arrive meanwhile
         return ok, self.engine.imm_count(imm)
 
     def expect_after_arrival(self, imm: int, arrived: int, n: int, timeout: float) -> Tuple[int, bool, int]:
@@ -106,7 +111,7 @@ class _Agent:
         done = threading.Event()
         result: List[str] = []
         submit(lambda: (result.append("ok"), done.set()), lambda e: (result.append(e.code), done.set()))
-        if not done.wait(20):
+        if not done.wait(WAIT_S):
             return "timeout"
         return result[0]
 
@@ -205,7 +210,8 @@ class Peer:
         self.process.start()
         child.close()
         self.provider = provider
-        self.address: fl.DomainAddress = self._result(timeout=60)
+        # Start: spawn, import numpy (or torch) and fabric_lib, build an engine: about 1-2 s.
+        self.address: fl.DomainAddress = self._result(timeout=20)
 
     def _result(self, timeout: float) -> Any:
         if not self._conn.poll(timeout):
@@ -215,7 +221,7 @@ class Peer:
             raise RuntimeError(f"peer ({self.provider}) failed: {value}")
         return value
 
-    def call(self, name: str, *args: Any, timeout: float = 30) -> Any:
+    def call(self, name: str, *args: Any, timeout: float = 2 * WAIT_S) -> Any:
         self._conn.send((name, args))
         return self._result(timeout)
 
@@ -228,7 +234,7 @@ class Peer:
     def close(self) -> None:
         try:
             self._conn.send(("exit", ()))
-            self._result(timeout=30)
+            self._result(timeout=WAIT_S)
         finally:
             self.process.join(10)
             if self.process.is_alive():

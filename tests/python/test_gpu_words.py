@@ -54,14 +54,23 @@ def test_gpu_words(fresh_engine):
             seen.append((old, new))
         return new < 2  # stop watching at 2
 
-    with fresh_engine.alloc_scalar_watcher(on_change) as w:
+    witnessed = []
+
+    with fresh_engine.alloc_scalar_watcher(on_change) as w, \
+            fresh_engine.alloc_scalar_watcher(lambda old, new: witnessed.append(new) or True) as witness:
         slot = ctypes.c_uint64.from_address(w.host_ptr)
         slot.value = 1  # the host may bump it too (kernels write w.ptr)
         assert _wait(lambda: len(seen) == 1)
         slot.value = 2
         assert _wait(lambda: len(seen) == 2)
         slot.value = 3
-        time.sleep(0.05)
+        # The watcher thread polls every watcher in each pass: once the witness has seen two
+        # bumps made after the 3, a whole pass read the 3, and a watcher still active would
+        # have been called.
+        witness_slot = ctypes.c_uint64.from_address(witness.host_ptr)
+        for bump in (1, 2):
+            witness_slot.value = bump
+            assert _wait(lambda: witnessed[-1:] == [bump])
         assert w.value == 3
     assert w.closed
     assert seen == [(0, 1), (1, 2)]

@@ -11,7 +11,7 @@ import pytest
 import arrays
 import fabric_lib as fl
 from peer import Peer, engine_options
-from waiters import Completion, settle
+from waiters import Completion, Completions
 
 
 @pytest.mark.parametrize("provider", ["tcp", "shm"])
@@ -31,22 +31,24 @@ def _stop_with_pending_operations(peer, provider, imms):
     src = arrays.filled(n, 4)
     handle, _ = e.register_tensor(src)
     dst = peer.call("alloc", "stop_dst", n)
-    expectations = Completion(3)
-    for _ in range(3):
-        e.set_imm_count_expected(imms(), 1, expectations.on_done, expectations.on_error)
+    expectations = Completions(3)
+    for i in range(3):
+        e.set_imm_count_expected(imms(), 1, *expectations.callbacks(i))
     recv_errors = Completion()
     e.submit_bouncing_recvs(4, 256, lambda m: None, recv_errors.on_error)
-    writes = Completion(200)
+    writes = Completions(200)
     for i in range(200):
-        e.submit_write(handle, 0, n, None, dst, 0, writes.on_done, writes.on_error)
+        e.submit_write(handle, 0, n, None, dst, 0, *writes.callbacks(i))
     e.stop()  # returns after every callback ran
     assert expectations.finished == 3 and expectations.error_codes() == ["cancelled"] * 3
-    assert recv_errors.error_codes() == ["cancelled"]
-    assert writes.finished == 200  # each exactly once: done, or an error
+    assert recv_errors.finished == 1 and recv_errors.error_codes() == ["cancelled"]
+    assert writes.finished == 200  # each one: done, or an error
     assert set(writes.error_codes()) <= {"cancelled"}
     assert all(isinstance(err, fl.CancelledError) for err in expectations.errors + writes.errors)
-    settle()
-    assert writes.finished == 200 and expectations.finished == 3
+    # Exactly once each, and nothing more after the quiet interval.
+    writes.expect_exactly_once()
+    expectations.expect_exactly_once()
+    recv_errors.expect_exactly_once()
 
 
 def test_after_stop(fresh_engine):

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 import arrays
 import fabric_lib as fl
-from waiters import Completion, settle
+from waiters import QUIET_S, WAIT_S, Completion, Completions
 
 
 def register_filled(engine, nbytes: int, seed: int):
@@ -30,8 +32,6 @@ def test_write_with_imm_moves_bytes_and_counts_imms(engine, peer, imm, nbytes):
     reached, left = peer.call("wait_imms", imm, expected, 10.0)
     assert reached and left == 0
     assert peer.call("read", f"w{imm}") == arrays.pattern(nbytes, nbytes).tobytes()
-    settle()
-    assert done.finished == 1
     engine.unregister_memory(handle)
 
 
@@ -55,16 +55,14 @@ def test_write_pinned_to_a_domain_and_without_imm(engine, peer, imm):
     n = 256 << 10
     arr, handle, _ = register_filled(engine, n, seed=3)
     dst = peer.call("alloc", f"p{imm}", n)
-    done = Completion(2)
-    engine.submit_write(handle, 0, n // 2, None, dst, 0, done.on_done, done.on_error)  # no imm
-    engine.submit_write(handle, n // 2, n // 2, imm, dst, n // 2, done.on_done, done.on_error, domain=1)
+    done = Completions(2)
+    engine.submit_write(handle, 0, n // 2, None, dst, 0, *done.callbacks(0))  # no imm
+    engine.submit_write(handle, n // 2, n // 2, imm, dst, n // 2, *done.callbacks(1), domain=1)
     done.wait_ok()
     assert fl.imm_count_of_write(n // 2, engine.nets_per_gpu, domain=1) == 1
-    reached, _ = peer.call("wait_imms", imm, 1, 10.0)
-    assert reached
+    reached, left = peer.call("wait_imms", imm, 1, 10.0)
+    assert reached and left == 0  # after the quiet interval: the imm-less write delivered none
     assert peer.call("read", f"p{imm}") == arrays.pattern(n, 3).tobytes()
-    settle()
-    assert peer.call("imm_count", imm) == 0  # the imm-less write delivered none
     engine.unregister_memory(handle)
 
 
@@ -132,9 +130,9 @@ def test_scatter_to_two_regions(engine, peer, imm, by_bytes, use_group):
 def test_barrier_and_imm_only(engine, peer, imms):
     descs = [peer.call("alloc", f"b{i}", 64) for i in range(3)]
     barrier, single = imms(), imms()
-    done = Completion(2)
-    engine.submit_barrier(barrier, descs, done.on_done, done.on_error)
-    engine.submit_imm(single, descs[0], done.on_done, done.on_error)
+    done = Completions(2)
+    engine.submit_barrier(barrier, descs, *done.callbacks(0))
+    engine.submit_imm(single, descs[0], *done.callbacks(1))
     done.wait_ok()
     reached, left = peer.call("wait_imms", barrier, 3 * fl.IMM_COUNT_OF_BARRIER_PER_PEER, 10.0)
     assert reached and left == 0
@@ -144,9 +142,9 @@ def test_barrier_and_imm_only(engine, peer, imms):
 
 def test_expectation_set_after_arrival_counts_early_imms(engine, peer, imm):
     dst = peer.call("alloc", f"e{imm}", 64)
-    done = Completion(3)
-    for _ in range(3):
-        engine.submit_imm(imm, dst, done.on_done, done.on_error)
+    done = Completions(3)
+    for i in range(3):
+        engine.submit_imm(imm, dst, *done.callbacks(i))
     done.wait_ok()
     before, reached, after = peer.call("expect_after_arrival", imm, 3, 2, 10.0)
     assert (before, reached, after) == (3, True, 1)  # fired at once, consumed 2, 1 stays
@@ -159,14 +157,15 @@ def test_imm_callback_observes_without_changing_counts(engine, peer, imms):
     dst = peer.call("alloc", "obs", 64)
     peer.call("observe")
     values = [imms(), imms(), imms()]
-    done = Completion(len(values))
-    for v in values:
-        engine.submit_imm(v, dst, done.on_done, done.on_error)
+    done = Completions(len(values))
+    for i, v in enumerate(values):
+        engine.submit_imm(v, dst, *done.callbacks(i))
     done.wait_ok()
     for v in values:
         reached, left = peer.call("wait_imms", v, 1, 10.0)
         assert reached and left == 0
     assert sorted(peer.call("take_observed", len(values), 10.0)) == sorted(values)
+    assert peer.call("take_observed", 1, QUIET_S) == []  # each observed once
 
 
 def test_descriptor_pickled_to_the_peer_which_writes_back(engine, peer, imm):
@@ -185,13 +184,14 @@ def test_descriptor_pickled_to_the_peer_which_writes_back(engine, peer, imm):
 def test_send_and_bouncing_recvs_both_ways(engine, peer):
     peer.call("post_recvs", 4, 1024)
     payloads = [b"hello", bytes(range(256)) * 4, arrays.pattern(100, 5).tobytes()]
-    done = Completion(len(payloads) + 1)
-    for p in payloads:
-        engine.submit_send(peer.address, p, done.on_done, done.on_error)
-    engine.submit_send(peer.address, np.arange(10, dtype=np.int32), done.on_done, done.on_error)  # any buffer
+    done = Completions(len(payloads) + 1)
+    for i, p in enumerate(payloads):
+        engine.submit_send(peer.address, p, *done.callbacks(i))
+    engine.submit_send(peer.address, np.arange(10, dtype=np.int32), *done.callbacks(len(payloads)))  # any buffer
     done.wait_ok()
     got = peer.call("take_messages", 4, 10.0)
     assert sorted(got) == sorted(payloads + [np.arange(10, dtype=np.int32).tobytes()])
+    assert peer.call("take_messages", 1, QUIET_S) == []  # none arrived twice
 
     received = []
     import threading
@@ -206,7 +206,8 @@ def test_send_and_bouncing_recvs_both_ways(engine, peer):
     engine.submit_bouncing_recvs(2, 512, on_recv)
     assert peer.call("send", engine.main_address, b"ping") == "ok"
     assert peer.call("send", engine.main_address, b"pong" * 100) == "ok"
-    assert arrived.wait(10)
+    assert arrived.wait(WAIT_S)
+    time.sleep(QUIET_S)  # then no message more may arrive
     assert sorted(received) == sorted([b"ping", b"pong" * 100])
 
 

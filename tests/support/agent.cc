@@ -8,6 +8,7 @@
 #include "common/control_channel.h"
 #include "common/imm_wait.h"
 #include "common/pattern.h"
+#include "support/bounds.h"
 #include "support/peer_agent.h"
 
 namespace fabric_lib::testing {
@@ -25,6 +26,13 @@ Agent::Agent(std::unique_ptr<TransferEngine> engine, std::unique_ptr<tools::Regi
   commands_ = {
       {"expect", 4, [](Agent& a, W w) { return a.expect(w); }},
       {"count", 2, [](Agent& a, W w) { return std::to_string(a.engine_->imms().count(static_cast<uint32_t>(parse_u64(w[1])))); }},
+      {"quiet", 4, [](Agent& a, W w) { return a.quiet(w); }},
+      {"stats", 1,
+       [](Agent& a, W) {
+         const EngineStats s = a.engine_->stats();
+         return std::to_string(s.wrs_posted) + " " + std::to_string(s.unordered_windows_shuffled) + " " +
+                std::to_string(s.unordered_events_held) + " " + std::to_string(s.imms_received);
+       }},
       {"hash", 3,
        [](Agent& a, W w) {
          Result<std::string> h = a.region_->hash(parse_u64(w[1]), parse_u64(w[2]));
@@ -83,6 +91,18 @@ std::string Agent::expect(const Words& w) {
   return error_reply(s);
 }
 
+std::string Agent::quiet(const Words& w) {
+  const uint32_t imm = static_cast<uint32_t>(parse_u64(w[1]));
+  const uint64_t want = parse_u64(w[2]);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(parse_u64(w[3]));
+  do {  // a bounded check of the table's state: the count must not move
+    const uint64_t c = engine_->imms().count(imm);
+    if (c != want) return "changed count=" + std::to_string(c);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } while (std::chrono::steady_clock::now() < end);
+  return "ok";
+}
+
 std::string Agent::recvs(const Words& w) {
   Status s = engine_->post_recvs(parse_u64(w[1]), parse_u64(w[2]), [this](std::span<const uint8_t> m) {
     std::lock_guard lock(mu_);
@@ -107,16 +127,35 @@ std::string Agent::messages(const Words& w) {
 std::string Agent::send(const Words& w) {
   auto addr = DomainAddress::from_hex(w[1]);
   if (!addr.ok()) return error_reply(addr.status());
-  CompletionCounter c;
   const uint64_t count = parse_u64(w[2]), len = parse_u64(w[3]);
+  // Per message: how often its completion came, and how it ended (a shared counter would miss
+  // one duplicate plus one missing completion).
+  auto calls = std::make_shared<std::vector<std::atomic<int>>>(count);
+  auto errors = std::make_shared<std::atomic<uint64_t>>(0);
   for (uint64_t i = 0; i < count; ++i) {
     std::vector<uint8_t> m(len);
     tools::fill_pattern(m.data(), len, parse_u64(w[4]) + i);
-    auto id = engine_->submit_send(*addr, m, Completion::counter(c));
+    auto id = engine_->submit_send(*addr, m, Completion::callback([calls, errors, i](const Status& s) {
+      (*calls)[i].fetch_add(1);
+      if (!s.ok()) errors->fetch_add(1);
+    }));
     if (!id.ok()) return error_reply(id.status());
   }
-  if (!c.wait_for(count, std::chrono::seconds(60))) return "timeout";
-  return c.errors == 0 ? "ok" : "errors " + std::to_string(c.errors.load());
+  auto finished = [&] {
+    uint64_t n = 0;
+    for (auto& c : *calls) n += c.load() > 0;
+    return n;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + bounds::kRequests;
+  while (finished() < count && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (finished() < count) return "timeout " + std::to_string(finished()) + " of " + std::to_string(count);
+  std::this_thread::sleep_for(bounds::kQuiet);  // nothing more may come
+  for (uint64_t i = 0; i < count; ++i) {
+    if ((*calls)[i].load() != 1) return "message " + std::to_string(i) + " completed " + std::to_string((*calls)[i].load()) + " times";
+  }
+  return errors->load() == 0 ? "ok" : "errors " + std::to_string(errors->load());
 }
 
 std::string Agent::write_burst(const Words& w) {  // from this agent's region into the descriptor's

@@ -5,11 +5,14 @@
 // or the value asked for):
 //   expect <imm> <n> <timeout_ms>        wait for n imms of imm: "ok" | "timeout count=<c>" | "failed"
 //   count <imm>                          the count of imm
+//   quiet <imm> <count> <ms>             "ok" when imm's count stays <count> for ms, else "changed count=<c>"
+//   stats                                "<wrs_posted> <unordered_windows_shuffled> <unordered_events_held> <imms_received>"
 //   hash <offset> <length>               FNV-1a hex of region bytes
 //   fill <seed> | zero                   the region holds pattern <seed> / zeros
 //   recvs <count> <max_len>              post receive buffers; messages are hashed on arrival
 //   messages <n> <timeout_ms>            wait for n messages: "ok|timeout <hash:len>..."
-//   send <addr_hex> <count> <len> <seed> send count pattern messages, wait for their completions
+//   send <addr_hex> <count> <len> <seed> send count pattern messages, wait for each one's completion
+//                                        (exactly once, checked over a quiet interval)
 //   write_burst <desc_hex> <count> <chunk> <imm>   submit count writes from the region
 //   burst_status                         "<finished> <exactly_once 0|1> <code>=<n> ..."
 //   stop                                 engine->stop()
@@ -62,6 +65,7 @@ class Agent {
 
  private:
   std::string expect(const Words& w);
+  std::string quiet(const Words& w);
   std::string recvs(const Words& w);
   std::string messages(const Words& w);
   std::string send(const Words& w);

@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -118,6 +120,8 @@ bool AgentProcess::pause() {
   return false;
 }
 
+bool AgentProcess::stopped() const { return pid_ > 0 && process_state(pid_) == 'T'; }
+
 bool AgentProcess::resume() {
   if (pid_ <= 0 || kill(pid_, SIGCONT) != 0) return false;
   for (int i = 0; i < 1000; ++i) {
@@ -144,9 +148,64 @@ std::string AgentProcess::hash(uint64_t offset, uint64_t length) {
   return call("hash " + std::to_string(offset) + " " + std::to_string(length));
 }
 
+std::string AgentProcess::hash_now(uint64_t offset, uint64_t length) const {
+  if (pid_ <= 0 || desc_.empty() || offset > desc_.length() || length > desc_.length() - offset) return "<unreadable: range>";
+  // Last chunk first: a copy still running (front to back, as copies and NICs go) is caught at
+  // its unwritten end before it can get there.
+  constexpr uint64_t kChunk = 1 << 20;
+  std::vector<uint8_t> bytes(length);
+  for (uint64_t end = length; end > 0;) {
+    const uint64_t start = end > kChunk ? end - kChunk : 0;
+    uint64_t done = start;
+    while (done < end) {
+      iovec local{bytes.data() + done, end - done};
+      iovec remote{reinterpret_cast<void*>(desc_.ptr() + offset + done), end - done};
+      const ssize_t n = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
+      if (n <= 0) return std::string("<unreadable: ") + std::strerror(errno) + ">";
+      done += static_cast<uint64_t>(n);
+    }
+    end = start;
+  }
+  return hash_hex(bytes.data(), bytes.size());
+}
+
 bool AgentProcess::expect_imms(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout) {
   return call("expect " + std::to_string(imm) + " " + std::to_string(n) + " " + std::to_string(timeout.count()),
-              timeout + std::chrono::seconds(10)) == "ok";
+              timeout + kTimeout) == "ok";
+}
+
+std::string AgentProcess::expect_exactly(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout) {
+  const std::string reply = call("expect " + std::to_string(imm) + " " + std::to_string(n) + " " + std::to_string(timeout.count()),
+                                 timeout + kTimeout);
+  if (reply != "ok") return "expect " + std::to_string(n) + " of imm " + std::to_string(imm) + ": " + reply;
+  const std::string after = quiet(imm, 0);
+  return after == "ok" ? after : "imm " + std::to_string(imm) + " after its " + std::to_string(n) + ": " + after;
+}
+
+std::string AgentProcess::quiet(uint32_t imm, uint64_t count, std::chrono::milliseconds interval) {
+  return call("quiet " + std::to_string(imm) + " " + std::to_string(count) + " " + std::to_string(interval.count()),
+              interval + kTimeout);
+}
+
+bool AgentProcess::wait_count(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  uint64_t c = count(imm);
+  while (c < n && c != UINT64_MAX && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    c = count(imm);
+  }
+  return c >= n && c != UINT64_MAX;
+}
+
+AgentProcess::Stats AgentProcess::stats() {
+  Stats s;
+  auto words = tools::split_words(call("stats"));
+  if (words.size() != 4) return s;
+  try {
+    s = {std::stoull(words[0]), std::stoull(words[1]), std::stoull(words[2]), std::stoull(words[3])};
+  } catch (...) {
+  }
+  return s;
 }
 
 uint64_t AgentProcess::count(uint32_t imm) {

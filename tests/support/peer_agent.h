@@ -13,6 +13,7 @@
 
 #include "common/control_channel.h"
 #include "fabric_lib/fabric_lib.h"
+#include "support/bounds.h"
 
 namespace fabric_lib::testing {
 
@@ -41,7 +42,7 @@ std::vector<ProviderConfig> provider_matrix();
 // The test's handle on one agent process.
 class AgentProcess {
  public:
-  static constexpr std::chrono::milliseconds kTimeout{60000};
+  static constexpr std::chrono::milliseconds kTimeout = bounds::kAgentCall;
 
   AgentProcess(const ProviderConfig& config, size_t region_bytes);
   ~AgentProcess();  // asks the agent to exit; kills it if it does not
@@ -57,13 +58,31 @@ class AgentProcess {
   std::string call(const std::string& command, std::chrono::milliseconds timeout = kTimeout);
   // FNV-1a of the agent's region bytes [offset, offset + length), as the agent computes it.
   std::string hash(uint64_t offset, uint64_t length);
+  // FNV-1a of the agent's region bytes read directly from its memory (process_vm_readv), with no
+  // round trip through the agent: what the region holds at this very moment, e.g. inside a
+  // completion callback. Host-memory regions only; "<unreadable: ...>" when the read fails.
+  std::string hash_now(uint64_t offset, uint64_t length) const;
   // Waits until the agent's ImmCounter has seen `n` of `imm` (an expectation set in the agent).
-  bool expect_imms(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout = kTimeout);
+  bool expect_imms(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout = bounds::kRequests);
+  // Exactly n of `imm`: n arrive (and are consumed) within `timeout`, and none more during
+  // bounds::kQuiet after. "ok", or what went wrong.
+  std::string expect_exactly(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout = bounds::kRequests);
+  // Whether the count of `imm` stays `count` for `interval` ("ok", or "changed count=<c>").
+  std::string quiet(uint32_t imm, uint64_t count, std::chrono::milliseconds interval = bounds::kQuiet);
   uint64_t count(uint32_t imm);
+  // Waits until the count of `imm` reaches `n` without an expectation (early arrivals).
+  bool wait_count(uint32_t imm, uint64_t n, std::chrono::milliseconds timeout = bounds::kRequests);
+  // The agent engine's stats that tests check (EngineStats).
+  struct Stats {
+    uint64_t wrs_posted = 0, unordered_windows_shuffled = 0, unordered_events_held = 0, imms_received = 0;
+  };
+  Stats stats();
   void kill_now();
   // SIGSTOP / SIGCONT, returning once the process is really stopped (or running again).
   bool pause();
   bool resume();
+  // Whether the process is stopped right now (/proc/<pid>/stat state 'T').
+  bool stopped() const;
 
  private:
   pid_t pid_ = -1;

@@ -47,10 +47,15 @@ TEST(ImmCounterDeadline, PastDeadlineFiresAndMetDeadlineDoesNot) {
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(got.code(), ErrorCode::kDeadlineExceeded);
 
-  CompletionCounter met;
+  CompletionCounter met, witness;
   ASSERT_TRUE(c.expect(2, 1, Completion::counter(met), Clock::now() + 50ms).ok());
   ASSERT_TRUE(c.add(2).ok());
-  std::this_thread::sleep_for(120ms);
+  EXPECT_EQ(met.done, 1u);  // a counter sink is set inline, by add()
+  // A witness whose deadline comes later, never met: the timer thread ends deadlines in order,
+  // so once the witness's has fired, the met expectation's deadline has passed too.
+  ASSERT_TRUE(c.expect(3, 1, Completion::counter(witness), Clock::now() + 60ms).ok());
+  ASSERT_TRUE(witness.wait_for(1, 5s));
+  EXPECT_EQ(witness.errors, 1u);
   EXPECT_EQ(met.done, 1u);
   EXPECT_EQ(met.errors, 0u);
 }
@@ -61,15 +66,19 @@ TEST(ImmCounterDeadline, CancelExpectationKeepsTheCount) {
   detail::ImmCountTable c(16);
   CompletionCounter sink;
   ASSERT_TRUE(c.add(9, 2).ok());
-  ASSERT_TRUE(c.expect(9, 5, Completion::counter(sink), Clock::now() + 10s).ok());
+  ASSERT_TRUE(c.expect(9, 5, Completion::counter(sink), Clock::now() + 30ms).ok());
   EXPECT_EQ(c.expected(9), 5u);
   ASSERT_TRUE(c.cancel_expectation(9).ok());
   EXPECT_EQ(sink.errors, 1u);
   EXPECT_EQ(c.count(9), 2u);
   EXPECT_EQ(c.expected(9), 0u);
   EXPECT_EQ(c.cancel_expectation(9).code(), ErrorCode::kNotFound);
-  std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(sink.finished(), 1u);  // the cancelled deadline never fires later
+  // The cancelled deadline never fires later: a witness deadline after it fires (deadlines end
+  // in order on the timer thread), and the sink still has its one completion.
+  CompletionCounter witness;
+  ASSERT_TRUE(c.expect(10, 1, Completion::counter(witness), Clock::now() + 40ms).ok());
+  ASSERT_TRUE(witness.wait_for(1, 5s));
+  EXPECT_EQ(sink.finished(), 1u);
 }
 
 // The flag sink stores the success value, or the error value, with release ordering.

@@ -172,6 +172,27 @@ TEST(IpcRing, GarbageSlotsAreSkippedAsInvalid) {
   EXPECT_EQ(consumer.pop(r), RingConsumer::Pop::kEmpty);
 }
 
+// An imm record announces 1..kMaxImmRecordCount arrivals and carries no payload; the owner skips
+// any other (a peer wrote it).
+TEST(IpcRing, ImmRecordsAreCheckedBeforeTheyCount) {
+  Record r;
+  r.header.type = RecordType::kImm;
+  r.header.count = 1;
+  EXPECT_TRUE(valid_imm_record(r));
+  r.header.count = kMaxImmRecordCount;
+  EXPECT_TRUE(valid_imm_record(r));
+  r.header.count = 0;
+  EXPECT_FALSE(valid_imm_record(r));
+  r.header.count = kMaxImmRecordCount + 1;
+  EXPECT_FALSE(valid_imm_record(r));
+  r.header.count = 1;
+  r.payload_len = 1;
+  EXPECT_FALSE(valid_imm_record(r));
+  r.payload_len = 0;
+  r.header.type = RecordType::kFragment;
+  EXPECT_FALSE(valid_imm_record(r));
+}
+
 TEST(IpcRing, ClosedRingRefusesPushes) {
   TestRing ring(64);
   RingProducer producer(ring.view, 4);

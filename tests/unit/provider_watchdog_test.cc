@@ -13,6 +13,7 @@
 
 #include "fabric_lib/fabric_lib.h"
 #include "engine/builder_testing.h"
+#include "thread_state.h"
 #include "transport/guard/provider_call_guard.h"
 
 namespace fabric_lib {
@@ -27,13 +28,17 @@ struct Hang {
   bool armed = false;
   bool released = false;
   std::atomic<int> stuck{0};
+  std::atomic<pid_t> stuck_tid{0};     // the thread that blocked
+  std::atomic<bool> returned{false};  // it was released and left the call
 
   // True when the call blocked (and was released at last).
   bool maybe_block() {
     std::unique_lock lock(mu);
     if (!armed) return false;
     stuck.fetch_add(1);
+    stuck_tid = testing::current_tid();
     cv.wait(lock, [this] { return released; });
+    returned = true;
     return true;
   }
   void arm() {
@@ -99,22 +104,35 @@ TEST(ProviderCallGuard, AbandonsOnlyAThreadStillInsideTheSameCall) {
   EXPECT_FALSE(watch.abandoned());
 
   // A call that never returns (until released; then the thread parks for good).
-  auto blocked = std::make_shared<std::atomic<bool>>(true);
-  auto shared_watch = std::make_shared<transport::ProviderCallGuard>();
-  std::thread stuck([shared_watch, blocked] {
-    shared_watch->enter();
-    while (blocked->load()) std::this_thread::sleep_for(1ms);
-    shared_watch->leave();  // parks: the watchdog won
-    ADD_FAILURE() << "a given-up thread ran on";
+  struct Shared {
+    transport::ProviderCallGuard watch;
+    std::atomic<bool> blocked{true}, leaving{false}, ran_on{false};
+    std::atomic<pid_t> tid{0};
+  };
+  auto shared = std::make_shared<Shared>();  // the parked thread keeps it for good
+  std::thread stuck([shared] {
+    shared->tid = testing::current_tid();
+    shared->watch.enter();
+    while (shared->blocked.load()) std::this_thread::yield();
+    shared->leaving = true;
+    shared->watch.leave();  // parks: the watchdog won
+    shared->ran_on = true;
   });
   uint64_t sample = 0;
-  while (((sample = shared_watch->sample()) & 1) == 0) std::this_thread::sleep_for(1ms);
-  EXPECT_TRUE(shared_watch->try_abandon(sample));
-  EXPECT_TRUE(shared_watch->abandoned());
-  EXPECT_FALSE(shared_watch->try_abandon(sample));  // once
-  *blocked = false;
+  while (((sample = shared->watch.sample()) & 1) == 0) std::this_thread::yield();
+  EXPECT_TRUE(shared->watch.try_abandon(sample));
+  EXPECT_TRUE(shared->watch.abandoned());
+  EXPECT_FALSE(shared->watch.try_abandon(sample));  // once
+  shared->blocked = false;
   stuck.detach();
-  std::this_thread::sleep_for(20ms);
+  // It left the call and is now asleep in the kernel for good: parked, not running on.
+  const auto give_up = std::chrono::steady_clock::now() + 5s;
+  while (!(shared->leaving.load() && testing::thread_state(shared->tid.load()) == 'S') && !shared->ran_on.load() &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(shared->leaving.load() && testing::thread_state(shared->tid.load()) == 'S') << "the given-up thread never parked";
+  EXPECT_FALSE(shared->ran_on.load()) << "a given-up thread ran on";
 }
 
 TEST(ProviderWatchdog, AStuckProviderCallFailsItsGroupInsteadOfHangingIt) {
@@ -187,9 +205,16 @@ TEST(ProviderWatchdog, AStuckProviderCallFailsItsGroupInsteadOfHangingIt) {
   EXPECT_TRUE((*engine)->stop().ok());
   EXPECT_LT(std::chrono::steady_clock::now() - stop_start, 5s);
   engine->reset();  // leaves the stuck worker behind
-  // The call returns at last; the given-up thread parks instead of touching anything.
+  // The call returns at last; the given-up thread parks instead of touching anything: it left
+  // the hanging call and sleeps in the kernel (park_forever) from then on.
   hang().release();
-  std::this_thread::sleep_for(50ms);
+  const auto give_up = std::chrono::steady_clock::now() + 5s;
+  while (!(hang().returned.load() && testing::thread_state(hang().stuck_tid.load()) == 'S') &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(hang().returned.load()) << "the stuck call never returned";
+  EXPECT_EQ(testing::thread_state(hang().stuck_tid.load()), 'S') << "the given-up worker did not park";
 
   // The rest of the process is unaffected.
   auto fresh = TransferEngineBuilder().provider("tcp").domains_per_group(2).build();

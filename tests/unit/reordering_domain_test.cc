@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "transport/guard/guarded_domain.h"
 #include "transport/reorder/reordering_domain.h"
 
 namespace fabric_lib::transport {
@@ -317,6 +318,31 @@ TEST(ReorderingDomain, FailedPostBecomesErrorEvent) {
   EXPECT_EQ(seen.size(), 18u);
   for (const auto& [ctx, n] : seen) EXPECT_EQ(n, 1) << ctx;
   EXPECT_EQ(std::count(h.fake->posted.begin(), h.fake->posted.end(), 7u), 0);
+}
+
+// The counters that prove the wrapper is on (EngineStats::unordered_*): windows of two or more WRs
+// shuffled (a lone WR flushed by a poll is no shuffle), events held back (each one later comes
+// out); the guard decorator the worker puts on top hands them through.
+TEST(ReorderingDomain, CountersSayWhatItShuffledAndHeld) {
+  Harness h(99);
+  std::shared_ptr<const DomainCounters> c = h.domain->counters();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(FakeDomain().counters(), nullptr);  // a domain that keeps none
+  ASSERT_EQ(h.write(0), PostResult::kPosted);
+  std::vector<Event> events = h.drain();
+  EXPECT_EQ(c->unordered_windows_shuffled.load(), 0u) << "one WR is no window";
+  for (uint64_t i = 1; i <= 64; ++i) ASSERT_EQ(h.write(i), PostResult::kPosted);
+  EXPECT_EQ(c->unordered_windows_shuffled.load(), 64 / ReorderingDomain::kWindow);
+  h.fake->imms = std::vector<uint32_t>(64, 5);
+  std::vector<Event> more = h.drain(64);
+  events.insert(events.end(), more.begin(), more.end());
+  EXPECT_EQ(events.size(), 65u + 64u);
+  // One event in kHoldOneIn is held: of 129, some are (none held has probability (2/3)^129).
+  EXPECT_GT(c->unordered_events_held.load(), 0u);
+  EXPECT_LT(c->unordered_events_held.load(), events.size());
+
+  GuardedDomain guarded(std::move(h.domain), std::make_shared<ProviderCallGuard>());
+  EXPECT_EQ(guarded.counters(), c);
 }
 
 // Everything that is not WRITE/SEND posting or polling passes straight through to the inner domain.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/uvm_watcher_hub.h"
+#include "thread_state.h"
 
 namespace fabric_lib::detail {
 namespace {
@@ -38,13 +39,30 @@ struct Recorder {
   }
 };
 
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
+// Polls a state until it holds; false after `timeout` (each wait here takes microseconds).
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout = 5s) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!done()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(100us);
   }
   return true;
+}
+
+// Proves a watcher was not called for `value` without waiting for "long enough": after the
+// store, a witness watching the same word sees two later values. The pass in which it sees the
+// second one started after it had seen the first, so that pass read the word after the store of
+// `value`: a watcher still active would have been called in it, before the witness.
+void expect_passed_over(UvmWatcherHub& hub, Word& word, uint64_t value) {
+  word.store(value);
+  Recorder witness;
+  Result<uint64_t> id = hub.watch(&word.v, witness.callback());
+  ASSERT_TRUE(id.ok());
+  for (uint64_t later : {value + 1, value + 2}) {
+    word.store(later);
+    ASSERT_TRUE(wait_until([&] { return witness.last.load() == later; })) << "the hub never polled value " << later;
+  }
+  hub.unwatch(*id);
 }
 
 // Bumps `word` to 1..n, waiting for the watcher to have seen each value (like a kernel with a
@@ -93,8 +111,7 @@ TEST(UvmWatcherHub, ReturningFalseStopsWatching) {
   ASSERT_TRUE(hub->watch(&word.v, r.callback(/*stop_at=*/3)).ok());
   bump_and_wait(word, r, 3);
   ASSERT_TRUE(wait_until([&] { return hub->watching() == 0; }));
-  word.store(4);
-  std::this_thread::sleep_for(20ms);
+  expect_passed_over(*hub, word, 4);
   EXPECT_EQ(r.calls.load(), 3u);
   hub->stop();
 }
@@ -104,8 +121,13 @@ TEST(UvmWatcherHub, UnwatchReturnsOnlyWhenTheCallbackIsGoneForGood) {
   Word word;
   auto token = std::make_shared<int>(0);
   std::atomic<int> calls{0};
-  Result<uint64_t> id = hub->watch(&word.v, [token, &calls](uint64_t, uint64_t) {
-    std::this_thread::sleep_for(2ms);  // unwatch() must wait for a running callback
+  std::atomic<bool> in_second{false}, release{false};
+  Result<uint64_t> id = hub->watch(&word.v, [token, &calls, &in_second, &release](uint64_t, uint64_t v) {
+    if (v == 2) {  // the second call stays running until the test lets it go
+      in_second = true;
+      const auto give_up = std::chrono::steady_clock::now() + 10s;
+      while (!release.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    }
     calls.fetch_add(1);
     return true;
   });
@@ -113,13 +135,24 @@ TEST(UvmWatcherHub, UnwatchReturnsOnlyWhenTheCallbackIsGoneForGood) {
   word.store(1);
   ASSERT_TRUE(wait_until([&] { return calls.load() == 1; }));
   word.store(2);
-  std::this_thread::sleep_for(500us);  // the second call is likely running now
-  hub->unwatch(*id);
-  const int after = calls.load();
+  ASSERT_TRUE(wait_until([&] { return in_second.load(); }));  // the second call is running now
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> returned{false};
+  std::thread unwatcher([&] {
+    tid = testing::current_tid();
+    hub->unwatch(*id);
+    returned = true;
+  });
+  // unwatch() blocks (its thread asleep in the kernel, waiting for the hub) while the callback runs.
+  ASSERT_TRUE(wait_until([&] { return returned.load() || (tid.load() && testing::thread_state(tid.load()) == 'S'); }));
+  EXPECT_FALSE(returned.load()) << "unwatch() returned while the callback was running";
+  EXPECT_EQ(calls.load(), 1);
+  release = true;
+  unwatcher.join();
+  EXPECT_EQ(calls.load(), 2);       // the running call finished before unwatch() returned
   EXPECT_EQ(token.use_count(), 1);  // the callback (and what it captured) was destroyed
-  word.store(3);
-  std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(calls.load(), after);
+  expect_passed_over(*hub, word, 3);
+  EXPECT_EQ(calls.load(), 2);
   hub->stop();
 }
 
@@ -181,16 +214,20 @@ TEST(UvmWatcherHub, CallbacksMayUnwatchAndWatch) {
 }
 
 TEST(UvmWatcherHub, StopEndsWatchingAndRefusesNewWatchers) {
+  const size_t hub_threads = testing::threads_named("fl-watcher");  // of other tests' hubs
   auto hub = UvmWatcherHub::create({});
   Word word;
   Recorder r;
   Result<uint64_t> id = hub->watch(&word.v, r.callback());
   ASSERT_TRUE(id.ok());
+  // Started by the first watcher (it names itself once running).
+  ASSERT_TRUE(wait_until([&] { return testing::threads_named("fl-watcher") == hub_threads + 1; }));
   hub->stop();
   EXPECT_EQ(hub->watch(&word.v, r.callback()).status().code(), ErrorCode::kStopped);
   hub->unwatch(*id);  // returns at once
+  // The hub's thread is gone (joined), so nothing polls the word any more.
+  EXPECT_EQ(testing::threads_named("fl-watcher"), hub_threads);
   word.store(1);
-  std::this_thread::sleep_for(10ms);
   EXPECT_EQ(r.calls.load(), 0u);
   EXPECT_EQ(hub->watching(), 0u);
 }

@@ -69,6 +69,7 @@ class GuardedDomain final : public Domain {
     return inner_->ready_to_block();
   }
   bool has_deferred_work() const override { return inner_->has_deferred_work(); }
+  std::shared_ptr<const DomainCounters> counters() const override { return inner_->counters(); }
 
  private:
   std::unique_ptr<Domain> inner_;

@@ -12,8 +12,6 @@ namespace {
 constexpr int64_t kSweepIntervalNs = 20'000'000;        // liveness of peers with operations in flight
 constexpr int64_t kPartialCheckIntervalNs = 500'000'000; // senders of half-received messages
 constexpr int64_t kBlockedSlotCheckNs = 5'000'000;       // a claimed, unpublished slot this old: is its producer alive?
-// A single imm record may announce at most this many arrivals (senders coalesce up to 4096).
-constexpr uint32_t kMaxImmRecordCount = 1u << 16;
 
 int64_t now_ns() {
   timespec ts{};
@@ -85,7 +83,7 @@ size_t IpcDomain::consume_ring(std::vector<Event>& out, size_t max) {
     }
     blocked_position_ = UINT64_MAX;
     if (record.header.type == RecordType::kImm) {
-      if (record.header.count == 0 || record.header.count > kMaxImmRecordCount || record.payload_len != 0) {
+      if (!valid_imm_record(record)) {
         if (invalid_records_++ % 1024 == 0) FL_LOG_WARN("ipc domain {}: skipped a malformed imm record", segment_->name());
         continue;
       }

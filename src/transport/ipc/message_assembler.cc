@@ -17,24 +17,28 @@ Status MessageAssembler::add(const Record& r) {
     Partial p;
     p.pid = h.sender_pid;
     p.control = control;
-    try {
-      p.bytes.resize(h.count);
-    } catch (const std::bad_alloc&) {
-      return resource_exhausted("no memory for a " + std::to_string(h.count) + "-byte message");
-    }
+    p.total = h.count;
+    // The bytes grow as fragments arrive: an announced length alone (any peer can write one slot)
+    // must not make us allocate it.
+    p.bytes.reserve(std::min<uint64_t>(h.count, kReserveBytes));
     it = partial_.emplace(key, std::move(p)).first;
   }
   Partial& p = it->second;
-  const bool fits = h.offset == p.received && h.count == p.bytes.size() && control == p.control &&
-                    r.payload_len <= p.bytes.size() - p.received && (r.payload_len > 0 || p.bytes.empty());
+  const uint64_t received = p.bytes.size();
+  const bool fits = h.offset == received && h.count == p.total && control == p.control &&
+                    r.payload_len <= p.total - received && (r.payload_len > 0 || p.total == 0);
   if (!fits) {
     partial_.erase(it);
     return malformed("message fragment does not continue its message (offset " + std::to_string(h.offset) + ", " +
                      std::to_string(r.payload_len) + " bytes); message dropped");
   }
-  if (r.payload_len) std::memcpy(p.bytes.data() + p.received, r.payload, r.payload_len);
-  p.received += r.payload_len;
-  if (p.received == p.bytes.size()) {
+  try {
+    p.bytes.insert(p.bytes.end(), r.payload, r.payload + r.payload_len);
+  } catch (const std::bad_alloc&) {
+    partial_.erase(it);
+    return resource_exhausted("no memory for a " + std::to_string(h.count) + "-byte message; message dropped");
+  }
+  if (p.bytes.size() == p.total) {
     waiting_bytes_ += p.bytes.size();
     (p.control ? control_ready_ : app_ready_).push_back(std::move(p.bytes));
     partial_.erase(it);

@@ -48,9 +48,11 @@ class MessageAssembler {
   struct Partial {
     uint32_t pid = 0;
     bool control = false;
-    std::vector<uint8_t> bytes;
-    uint64_t received = 0;
+    uint64_t total = 0;          // the length its first fragment announced
+    std::vector<uint8_t> bytes;  // received so far
   };
+  // Reserved for a new message up front; longer ones grow as their fragments come.
+  static constexpr uint64_t kReserveBytes = 4096;
   using Key = std::pair<uint64_t, uint32_t>;  // sender token, message number
 
   uint64_t max_waiting_;

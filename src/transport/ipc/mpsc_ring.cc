@@ -12,6 +12,11 @@ constexpr int kMaxAttempts = 4096;
 
 }  // namespace
 
+bool valid_imm_record(const Record& r) {
+  return r.header.type == RecordType::kImm && r.header.count != 0 && r.header.count <= kMaxImmRecordCount &&
+         r.payload_len == 0;
+}
+
 void init_ring(RingView ring) {
   for (uint64_t i = 0; i < ring.capacity; ++i) {
     Slot& s = ring.slots[i];

@@ -32,6 +32,12 @@ struct Record {
   uint8_t payload[kSlotPayloadBytes];
 };
 
+// A single imm record may announce at most this many arrivals (senders coalesce up to 4096).
+inline constexpr uint32_t kMaxImmRecordCount = 1u << 16;
+// Whether a popped kImm record is well formed: 1..kMaxImmRecordCount arrivals and no payload
+// (the owner skips any other; fragments are checked by MessageAssembler::add).
+bool valid_imm_record(const Record& record);
+
 // The shared state both sides work on: the header's positions and the slot array. `slots` must
 // be a power of two; the memory must stay mapped while the view is used.
 struct RingView {

@@ -21,6 +21,7 @@ PostResult ReorderingDomain::post_send(const SendWr& wr, Status* /*error*/) {
 
 void ReorderingDomain::flush_posts() {
   std::shuffle(held_posts_.begin(), held_posts_.end(), rng_);
+  if (held_posts_.size() >= 2) counters_->unordered_windows_shuffled.fetch_add(1, std::memory_order_relaxed);
   size_t kept = 0;
   for (size_t i = 0; i < held_posts_.size(); ++i) {
     auto& wr = held_posts_[i];
@@ -85,6 +86,7 @@ size_t ReorderingDomain::poll(std::vector<Event>& out, size_t max) {
   std::uniform_int_distribution<unsigned> polls(1, kMaxHoldPolls);
   for (Event& ev : scratch_) {
     if (hold(rng_) == 0) {
+      counters_->unordered_events_held.fetch_add(1, std::memory_order_relaxed);
       held_events_.push_back({std::move(ev), polls(rng_)});
     } else {
       out.push_back(std::move(ev));

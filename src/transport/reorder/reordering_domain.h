@@ -41,6 +41,8 @@ class ReorderingDomain final : public Domain {
   int wait_fd() const override { return inner_->wait_fd(); }
   bool ready_to_block() override { return !has_deferred_work() && inner_->ready_to_block(); }
   bool has_deferred_work() const override { return !held_posts_.empty() || !held_events_.empty(); }
+  // Proof that the wrapper is on and shuffling (EngineStats::unordered_*).
+  std::shared_ptr<const DomainCounters> counters() const override { return counters_; }
 
   // WRs collected before they are posted in shuffled order.
   static constexpr size_t kWindow = 16;
@@ -60,6 +62,7 @@ class ReorderingDomain final : public Domain {
   std::vector<std::variant<WriteWr, SendWr>> held_posts_;
   std::vector<HeldEvent> held_events_;
   std::vector<Event> scratch_;
+  std::shared_ptr<DomainCounters> counters_ = std::make_shared<DomainCounters>();
 };
 
 }  // namespace fabric_lib::transport

@@ -68,6 +68,7 @@ class StagingDomain final : public transport::Domain {
   int wait_fd() const override { return inner_->wait_fd(); }
   bool ready_to_block() override { return !has_deferred_work() && inner_->ready_to_block(); }
   bool has_deferred_work() const override;
+  std::shared_ptr<const transport::DomainCounters> counters() const override { return inner_->counters(); }
 
   // Diagnostics (and tests).
   size_t free_buffers() const { return free_.size(); }
