@@ -24,8 +24,11 @@ from . import _fabric_lib_weights as _w
 
 quantize_fp8 = _w.quantize_fp8
 trainer_box = _w.trainer_box
+cuda_available = _w.cuda_available
+quantize_fp8_cuda = _w.quantize_fp8_cuda
 
-__all__ = ["Controller", "TrainerEndpoint", "InferenceEndpoint", "stacked", "trainer_box", "quantize_fp8"]
+__all__ = ["Controller", "TrainerEndpoint", "InferenceEndpoint", "stacked", "trainer_box", "quantize_fp8",
+           "cuda_available", "quantize_fp8_cuda"]
 
 
 def _memory(t) -> Tuple[int, int, Optional[str], str]:
