@@ -19,6 +19,10 @@
 #   kv      (not by default) the KV-transfer app: its tests, the GPU end-to-end test (CUDA graph,
 #           UVM watcher, IPC backend) and its benchmarks; scripts/device-kv.sh says what. Run it
 #           alone: FABRIC_LIB_DEVICE_STEPS=kv.
+#   weights (not by default) the weight-transfer app on the GPU: fp8 kernel vs the CPU reference
+#           and torch, its GPU integration tests, identical logits over ipc, the pipeline
+#           benchmark on one DeepSeek-V3 MoE layer; scripts/device-weights.sh says what. Run it
+#           alone: FABRIC_LIB_DEVICE_STEPS=weights (about 2.5 minutes after the build).
 #
 # The lead runs it through the device tool with carry [".deb"]:   bash scripts/device-test.sh
 # (.deb/ is filled as scripts/device-common.sh's header says.) On nvidia-h200-x2 (32 cores,
@@ -85,7 +89,8 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
     -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON -DFABRIC_LIB_PYTHON=ON -DPython3_EXECUTABLE="$py" \
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target unit_tests integration_tests device_tests fabric_device_kernels _fabric_lib \
-      $(want ipc && echo fabric-bench) $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests)
+      $(want ipc && echo fabric-bench) $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests) \
+      $(want weights && echo _fabric_lib_weights weights_fp8_device_check weights_integration_tests fabric-weights-bench)
 } >>"$out/build.log" 2>&1
 if [ $? -ne 0 ]; then
   tail -n 40 "$out/build.log" >&2
@@ -161,6 +166,12 @@ fi
 if want kv; then
   # shellcheck source=device-kv.sh
   source "$root/scripts/device-kv.sh"
+fi
+
+# --- 9. The weight-transfer app (scripts/device-weights.sh) ---------------------------------------
+if want weights; then
+  # shellcheck source=device-weights.sh
+  source "$root/scripts/device-weights.sh"
 fi
 
 {
