@@ -24,6 +24,10 @@
 #   moe  (not by default) MoE dispatch/combine on the GPU(s): DeepSeek-V3 shapes, both paths,
 #           CUDA graphs, determinism, compute-sanitizer, the benchmark and the Python API;
 #           scripts/device-moe.sh says what. Alone: FABRIC_LIB_DEVICE_STEPS=moe (about 3 minutes).
+#   weights (not by default) the weight-transfer app on the GPU: fp8 kernel vs the CPU reference
+#           and torch, its GPU integration tests, identical logits over ipc, the pipeline
+#           benchmark on one DeepSeek-V3 MoE layer; scripts/device-weights.sh says what. Run it
+#           alone: FABRIC_LIB_DEVICE_STEPS=weights (about 2.5 minutes after the build).
 #
 # The lead runs it through the device tool with carry [".deb"]:   bash scripts/device-test.sh
 # (.deb/ is filled as scripts/device-common.sh's header says.) On nvidia-h200-x2 (32 cores,
@@ -91,10 +95,11 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target $(want cpu && echo unit_tests integration_tests) \
       $(want device || want bench || want ipc && echo device_tests) \
-      $(want python || want ipc || want moe || want kv && echo fabric_device_kernels _fabric_lib) \
+      $(want python || want ipc || want moe || want kv || want weights && echo fabric_device_kernels _fabric_lib) \
       $( (want ipc || want hostbench) && echo fabric-bench) \
       $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests) \
-      $(want moe && echo moe_device_tests moe_device_rank moe_memory _moe)
+      $(want moe && echo moe_device_tests moe_device_rank moe_memory _moe) \
+      $(want weights && echo _fabric_lib_weights weights_fp8_device_check weights_integration_tests fabric-weights-bench)
 } >>"$out/build.log" 2>&1
 if [ $? -ne 0 ]; then
   tail -n 40 "$out/build.log" >&2
@@ -182,6 +187,12 @@ fi
 if want moe; then
   # shellcheck source=device-moe.sh
   source "$root/scripts/device-moe.sh"
+fi
+
+# --- 11. The weight-transfer app (scripts/device-weights.sh) ---------------------------------------
+if want weights; then
+  # shellcheck source=device-weights.sh
+  source "$root/scripts/device-weights.sh"
 fi
 
 {

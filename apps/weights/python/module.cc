@@ -12,6 +12,7 @@
 #include <memory>
 #include <tuple>
 
+#include "fabric_lib/weights/fp8_cuda.h"
 #include "fabric_lib/weights/weights.h"
 
 namespace py = pybind11;
@@ -164,6 +165,23 @@ PYBIND11_MODULE(_fabric_lib_weights, m) {
           return std::make_pair(q, s);
         },
         "The CPU reference fp8 e4m3 128x128 block quantization: (fp8 bytes as uint8, f32 scales).");
+
+  m.def("cuda_available", &w::fabric_lib_weights_cuda_available,
+        "Whether this build carries the CUDA kernels (prepare on the GPU, quantize_fp8_cuda).");
+
+  m.def("quantize_fp8_cuda", [](uintptr_t src, const std::string& src_dtype, uint64_t rows, uint64_t cols, uintptr_t q,
+                                uintptr_t scales, uintptr_t stream) {
+          // Dense row-major operands in device memory: src rows x cols, q rows x cols bytes,
+          // scales ceil(rows/128) x ceil(cols/128) f32. Enqueued on `stream` (a cudaStream_t as an
+          // integer, e.g. torch.cuda.current_stream().cuda_stream); returns once launched.
+          check(w::quantize_fp8_blocks_cuda(dtype_of(src_dtype), reinterpret_cast<const void*>(src), cols, rows, cols,
+                                            reinterpret_cast<uint8_t*>(q), cols, reinterpret_cast<float*>(scales),
+                                            (cols + w::kFp8Block - 1) / w::kFp8Block, reinterpret_cast<void*>(stream)));
+        },
+        py::arg("src"), py::arg("src_dtype"), py::arg("rows"), py::arg("cols"), py::arg("q"), py::arg("scales"),
+        py::arg("stream") = 0,
+        "The app's CUDA fp8 kernel on device pointers (bf16/f32 source -> fp8 bytes and f32 block scales), as the GPU "
+        "preparer runs it. Builds without CUDA raise RuntimeError (unsupported).");
 
   py::class_<PyController>(m, "Controller")
       .def(py::init([](uint32_t trainers, uint32_t inference, const std::string& provider, size_t domains,

@@ -14,7 +14,11 @@ Tensors are numpy arrays (bf16 as uint16 arrays, dtype="bf16") or torch tensors 
 float32, float8_e4m3fn), C-contiguous, on the CPU or (CUDA builds) the GPU; the endpoints keep
 them alive. Host-memory shards are prepared on the CPU (fp8 by the CPU reference, bit-identical to
 the CUDA kernel), GPU shards on the GPU. GPU destinations need a transport that writes GPU memory
-(the same-host "nvlink" backend, or EFA/verbs builds with FI_HMEM).
+(the same-host "ipc" backend, or EFA/verbs builds with FI_HMEM).
+
+Also: ``quantize_fp8`` (the CPU reference, numpy), ``quantize_fp8_cuda`` (the app's CUDA kernel on
+device pointers; ``cuda_available()`` says whether this build has it), and
+``python -m fabric_lib.weights.bench`` (the pipeline benchmark, bench.py).
 """
 from __future__ import annotations
 
@@ -24,8 +28,11 @@ from . import _fabric_lib_weights as _w
 
 quantize_fp8 = _w.quantize_fp8
 trainer_box = _w.trainer_box
+cuda_available = _w.cuda_available
+quantize_fp8_cuda = _w.quantize_fp8_cuda
 
-__all__ = ["Controller", "TrainerEndpoint", "InferenceEndpoint", "stacked", "trainer_box", "quantize_fp8"]
+__all__ = ["Controller", "TrainerEndpoint", "InferenceEndpoint", "stacked", "trainer_box", "quantize_fp8",
+           "cuda_available", "quantize_fp8_cuda"]
 
 
 def _memory(t) -> Tuple[int, int, Optional[str], str]:

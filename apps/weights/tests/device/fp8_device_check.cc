@@ -1,4 +1,4 @@
-// GPU check of the fp8 block quantization kernel (run on the GPU machine, see device-weights.sh):
+// GPU check of the fp8 block quantization kernel (run on the GPU machine, see scripts/device-weights.sh):
 // every case is quantized by the CUDA kernel and by the CPU reference, and the bytes and scale
 // bits must be equal. Each case's input and the kernel's output are written to OUT_DIR for
 // check_fp8_torch.py, which compares them with torch's float8_e4m3fn on the GPU.

@@ -128,7 +128,7 @@ INSTANTIATE_TEST_SUITE_P(Providers, WeightsTransfer,
                          [](const auto& info) { return info.param.name; });
 
 #if FABRIC_LIB_HAVE_CUDA
-// GPU machine (tests/device/device-weights.sh): shards and destinations in GPU memory, prepare on
+// GPU machine (scripts/device-weights.sh): shards and destinations in GPU memory, prepare on
 // the GPU (H2D-free: shards already on the device; cast and fp8 kernels), over the same-host
 // same-host IPC backend.
 class WeightsTransferGpu : public ::testing::TestWithParam<Config> {};
