@@ -1,11 +1,26 @@
 #include "gpu/cuda_copy_engine.h"
 
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "gpu/cuda_status.h"
 #include "gpu/page_copy_kernel.h"
 
 namespace fabric_lib::gpu {
+
+Status load_copy_kernels(int device) {
+  static std::mutex mu;
+  static std::set<int> loaded;
+  std::lock_guard lock(mu);
+  if (loaded.count(device)) return ok_status();
+  DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess) return cuda_status("cudaSetDevice", guard.status());
+  const cudaError_t e = load_page_copy_kernel();
+  if (e != cudaSuccess) return cuda_status("loading the page-copy kernel", e);
+  loaded.insert(device);
+  return ok_status();
+}
 
 CudaCopyEngine::~CudaCopyEngine() {
   drain();

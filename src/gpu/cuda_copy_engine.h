@@ -67,4 +67,10 @@ class CudaCopyEngine final : public CopyEngine {
   size_t inflight_ = 0;
 };
 
+// Loads the copy engine's kernels into `device`'s context, once per device per process (thread
+// safe). Call it at set-up, before application kernels that wait for copies run (page_copy_kernel.h
+// says why): the ipc domain's registration of CUDA memory does. Not at the first copy: loading
+// then could itself wait for a spinning kernel.
+Status load_copy_kernels(int device);
+
 }  // namespace fabric_lib::gpu

@@ -54,6 +54,11 @@ void plan_page_copy_blocks(PageCopyBatch& batch) {
   batch.first_block[batch.count] = block;
 }
 
+cudaError_t load_page_copy_kernel() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, page_copy_kernel);
+}
+
 cudaError_t launch_page_copy(const PageCopyBatch& batch, cudaStream_t stream) {
   if (batch.count == 0) return cudaSuccess;
   page_copy_kernel<<<batch.first_block[batch.count], kThreads, 0, stream>>>(batch);

@@ -26,4 +26,10 @@ void plan_page_copy_blocks(PageCopyBatch& batch);
 // Launches the kernel on `stream` (whose device must reach every src and dst).
 cudaError_t launch_page_copy(const PageCopyBatch& batch, cudaStream_t stream);
 
+// Loads the kernel into the current device's context now. CUDA 12+ loads a module lazily at its
+// first launch, and that load waits for every kernel already running in the context: a first
+// page copy launched while an application kernel spins waiting for this very copy (an MoE
+// receive, a KV layer wait) would never return. Registration of CUDA memory calls this.
+cudaError_t load_page_copy_kernel();
+
 }  // namespace fabric_lib::gpu

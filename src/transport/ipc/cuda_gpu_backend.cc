@@ -60,6 +60,9 @@ Result<GpuExport> CudaGpuBackend::export_region(void* ptr, size_t length, bool f
   GpuExport out;
   out.device = device;
   if (default_device_ < 0) default_device_ = device;
+  // Now, at registration, not at the first copy: that may come while the application's kernel
+  // spins waiting for it, and a lazy module load would wait for that kernel.
+  FABRIC_LIB_RETURN_IF_ERROR(gpu::load_copy_kernels(device));
   if (!for_peers) return out;
   gpu::DeviceGuard guard(device);  // the driver call below needs the device's context current
   if (guard.status() != cudaSuccess) return gpu::cuda_status("cudaSetDevice", guard.status());
@@ -112,11 +115,27 @@ void CudaGpuBackend::close_import(void* base, int device) {
   if (e != cudaSuccess) FL_LOG_DEBUG("cudaIpcCloseMemHandle: {}", gpu::cuda_status("cudaIpcCloseMemHandle", e).message());
 }
 
+CudaGpuBackend::~CudaGpuBackend() {
+  for (auto& [device, stream] : read_streams_) {
+    gpu::DeviceGuard guard(device);
+    cudaStreamDestroy(stream);
+  }
+}
+
 Status CudaGpuBackend::copy_to_host(void* dst, const void* src, uint64_t length, int device) {
   gpu::DeviceGuard guard(device);
   if (guard.status() != cudaSuccess) return gpu::cuda_status("cudaSetDevice", guard.status());
-  const cudaError_t e = cudaMemcpy(dst, src, length, cudaMemcpyDeviceToHost);
-  if (e != cudaSuccess) return gpu::cuda_status("cudaMemcpy (GPU source into host memory)", e);
+  cudaStream_t& stream = read_streams_[device];
+  if (stream == nullptr) {
+    const cudaError_t made = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (made != cudaSuccess) {
+      read_streams_.erase(device);
+      return gpu::cuda_status("cudaStreamCreateWithFlags", made);
+    }
+  }
+  cudaError_t e = cudaMemcpyAsync(dst, src, length, cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) return gpu::cuda_status("cudaMemcpyAsync (GPU source into host memory)", e);
   return ok_status();
 }
 

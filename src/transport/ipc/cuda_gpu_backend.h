@@ -10,6 +10,7 @@
 // TransferEngineBuilder::ipc_copy_mode (env FABRIC_LIB_IPC_COPY) chooses how copies run (gpu/cuda_copy_engine.h).
 #pragma once
 
+#include <map>
 #include <memory>
 
 #include "transport/ipc/gpu_backend.h"
@@ -20,7 +21,7 @@ namespace fabric_lib::transport::ipc {
 class CudaGpuBackend final : public GpuBackend {
  public:
   static Result<std::unique_ptr<GpuBackend>> create(gpu::CudaCopyEngine::Options options);
-  ~CudaGpuBackend() override = default;
+  ~CudaGpuBackend() override;
 
   Result<GpuExport> export_region(void* ptr, size_t length, bool for_peers) override;
   Result<void*> open_import(const RegionInfo& region, int device) override;
@@ -35,6 +36,9 @@ class CudaGpuBackend final : public GpuBackend {
 
   gpu::CudaCopyEngine copies_;
   int default_device_ = -1;
+  // copy_to_host's streams, one per device, non-blocking: a read must never wait for (or hold
+  // up) the application's work on the legacy default stream, which PyTorch uses by default.
+  std::map<int, cudaStream_t> read_streams_;
 };
 
 // The factory the backend factory hands to ipc domains: copies run in `mode`.

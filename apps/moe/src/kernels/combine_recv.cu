@@ -76,4 +76,9 @@ cudaError_t launch_combine_recv(const Context& c, const CombineRecvArgs& a, int 
   return cudaGetLastError();
 }
 
+cudaError_t load_combine_recv() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, combine_recv_kernel);  // loads the module now (kernels.h says why)
+}
+
 }  // namespace fabric_lib::moe::kernels

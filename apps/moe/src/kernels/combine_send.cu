@@ -63,4 +63,9 @@ cudaError_t launch_combine_send(const Context& c, const CombineSendArgs& a, int 
   return cudaGetLastError();
 }
 
+cudaError_t load_combine_send() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, combine_send_kernel);  // loads the module now (kernels.h says why)
+}
+
 }  // namespace fabric_lib::moe::kernels

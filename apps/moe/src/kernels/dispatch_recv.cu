@@ -77,4 +77,9 @@ cudaError_t launch_dispatch_recv(const Context& c, const DispatchRecvArgs& a, in
   return cudaGetLastError();
 }
 
+cudaError_t load_dispatch_recv() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, dispatch_recv_kernel);  // loads the module now (kernels.h says why)
+}
+
 }  // namespace fabric_lib::moe::kernels

@@ -219,8 +219,14 @@ __global__ void __launch_bounds__(kCopyThreads)
 size_t route_kernel_smem(uint32_t experts) { return (2 * size_t{experts} + 1 + size_t{kWarps} * experts) * 4; }
 
 cudaError_t prepare_kernels(uint32_t experts) {
-  return cudaFuncSetAttribute(route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(route_kernel_smem(experts)));
+  cudaError_t e = cudaFuncSetAttribute(route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(route_kernel_smem(experts)));
+  cudaFuncAttributes attr;
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, copy_tokens_kernel);  // loads the module
+  if (e == cudaSuccess) e = load_dispatch_recv();
+  if (e == cudaSuccess) e = load_combine_send();
+  if (e == cudaSuccess) e = load_combine_recv();
+  return e;
 }
 
 cudaError_t launch_dispatch_send(const Context& c, const DispatchSendArgs& a, int sms, cudaStream_t stream) {

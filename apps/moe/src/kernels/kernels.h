@@ -81,7 +81,14 @@ cudaError_t launch_combine_recv(const Context& c, const CombineRecvArgs& a, int 
 
 // Shared memory the routing kernel needs for E experts, and the one-time kernel set-up (the
 // routing kernel's shared-memory limit; not a stream operation, so done before any capture).
+// prepare_kernels also loads every kernel of this folder into the current device's context:
+// CUDA 12+ loads modules lazily at a kernel's first launch, and a lazy load waits for the
+// kernels already running in the context — a first launch while dispatch_recv spins waiting
+// for peers would wait for it (docs/gpu.md, "Lazy loading").
 size_t route_kernel_smem(uint32_t experts);
 cudaError_t prepare_kernels(uint32_t experts);
+cudaError_t load_dispatch_recv();
+cudaError_t load_combine_send();
+cudaError_t load_combine_recv();
 
 }  // namespace fabric_lib::moe::kernels
