@@ -6,6 +6,7 @@ memory; and their bad input. Bytes are compared with a local shadow, imm counts 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import pytest
 import arrays
 import fabric_lib as fl
 from peer import Peer, engine_options
-from waiters import Completion, settle, wait_until
+from waiters import QUIET_S, Completion, Completions, wait_until
 
 
 @pytest.fixture()
@@ -48,7 +49,7 @@ def test_prepared_paged_writes_reused_with_changing_pages_and_imms(engine, peer,
     expected = {v: 0 for v in imm_values}
     rng = np.random.default_rng(5)
     for begin in range(0, submits, batch):
-        done = Completion(batch)
+        done = Completions(batch)
         free = rng.permutation(dst_pages)  # destinations of one batch never overlap
         used = 0
         for k in range(batch):
@@ -61,7 +62,7 @@ def test_prepared_paged_writes_reused_with_changing_pages_and_imms(engine, peer,
             imm = imm_values[(begin + k) % 3]
             expected[imm] += fl.imm_count_of_paged_writes(n)
             pages = fl.PageIndices(s) if k % 2 else s  # either form of page list
-            engine.submit_prepared_paged_writes(prepared, pages, d, imm, done.on_done, done.on_error)
+            engine.submit_prepared_paged_writes(prepared, pages, d, imm, *done.callbacks(k))
         done.wait_ok()
     for imm, n in expected.items():
         assert peer.call("wait_imms", imm, n, 20.0) == (True, 0), imm
@@ -88,7 +89,7 @@ def test_prepared_scatter_reused_with_changing_slices(engine, peer, imms):
         imm = imms()
         expected = [0, 0]  # per destination region
         for begin in range(0, submits, slots):
-            done = Completion(slots)
+            done = Completions(slots)
             for k in range(slots):
                 slices = []
                 for t in targets:
@@ -99,7 +100,7 @@ def test_prepared_scatter_reused_with_changing_slices(engine, peer, imms):
                     o = t.dst_offset + in_dst
                     shadows[t.peer][o : o + length] = pattern[t.src_offset + in_src : t.src_offset + in_src + length]
                     expected[t.peer] += fl.imm_count_of_scatter_target(length, engine.nets_per_gpu, by_bytes)
-                engine.submit_prepared_scatter(prepared, slices, imm, done.on_done, done.on_error)
+                engine.submit_prepared_scatter(prepared, slices, imm, *done.callbacks(k))
             done.wait_ok()
         # Both destination regions belong to the one peer process: it counts the sum, exactly.
         assert peer.call("wait_imms", imm, sum(expected), 20.0) == (True, 0), by_bytes
@@ -114,7 +115,7 @@ def settled_count(peer, imm: int) -> int:
     for _ in range(200):
         if still >= 3:
             return last
-        settle(0.03)
+        time.sleep(0.03)  # a poll interval of a remote count, not a synchronisation
         now = peer.call("imm_count", imm)
         still = still + 1 if now == last else 0
         last = now
@@ -128,18 +129,17 @@ def test_repeating_expectation_with_early_arrivals_and_many_rounds(engine, peer,
     prepared = engine.prepare_paged_writes(64, handle, 64, 0, inbox, 64, 0, 64, 64)
 
     def send(imms: int) -> None:  # exactly `imms` imms, as imm-only requests and prepared pages
-        done = Completion(0)
-        count = 0
+        requests = []  # page counts; 0: an imm-only request
         while imms > 0:
-            pages = min(imms, 5)
-            if count % 3 == 2:
-                engine.submit_imm(imm, inbox, done.on_done, done.on_error)
-                imms -= fl.IMM_COUNT_OF_IMM_ONLY
+            pages = 0 if len(requests) % 3 == 2 else min(imms, 5)
+            requests.append(pages)
+            imms -= fl.imm_count_of_paged_writes(pages) if pages else fl.IMM_COUNT_OF_IMM_ONLY
+        done = Completions(len(requests))
+        for i, pages in enumerate(requests):
+            if pages == 0:
+                engine.submit_imm(imm, inbox, *done.callbacks(i))
             else:
-                engine.submit_prepared_paged_writes(prepared, range(pages), range(pages), imm, done.on_done, done.on_error)
-                imms -= fl.imm_count_of_paged_writes(pages)
-            count += 1
-        done.expected = count
+                engine.submit_prepared_paged_writes(prepared, range(pages), range(pages), imm, *done.callbacks(i))
         done.wait_ok()
 
     send(2 * n + 3)  # before anybody expects them
@@ -152,7 +152,7 @@ def test_repeating_expectation_with_early_arrivals_and_many_rounds(engine, peer,
         peer.call("every", imm, 1)
     send(40 * n - 3)
     assert peer.call("wait_rounds", imm, 42, 30.0)
-    settle(0.1)  # no extra round shows up
+    time.sleep(QUIET_S)  # no extra round shows up within the quiet interval
     rounds, count, seen, end = peer.call("every_status", imm)
     assert rounds == 42 and count == 0 and seen == list(range(1, 43)) and end is None
     assert peer.call("remove_imm_count", imm) == (0, n)
@@ -178,8 +178,7 @@ def test_cancel_after_completion_during_and_of_unknown_ids(engine, peer, imms):
         with pytest.raises(fl.NotFoundError):
             engine.cancel(never)
     assert peer.call("wait_imms", imm, 1, 10.0) == (True, 0)
-    settle(0.1)
-    assert done.finished == 1
+    done.expect_exactly_once()
     # During: exactly once, CancelledError when the cancel took effect, Ok when it came too late;
     # the peer's count settles at no more than the request's imm count.
     prepared = engine.prepare_paged_writes(page, handle, page, 0, dst, page, 0, pages, pages)
@@ -194,8 +193,7 @@ def test_cancel_after_completion_during_and_of_unknown_ids(engine, peer, imms):
         except fl.NotFoundError:
             took_effect = False
         assert done.wait(30)
-        settle(0.1)
-        assert done.finished == 1
+        done.expect_exactly_once()
         if took_effect:
             assert done.error_codes() == ["cancelled"]
             assert settled_count(peer, imm) <= fl.imm_count_of_paged_writes(pages)
@@ -239,9 +237,9 @@ def test_receives_into_registered_memory_both_ways(own_pair, imms):
     peer.call("alloc", name, offset + slot * slots)
     peer.call("recvs_into", name, offset, slot, slots)
     messages = [arrays.pattern(n, 600 + n).tobytes() for n in (0, 1, 300, 4096, 2000, 17, 4096, 5, 6, 7)]
-    done = Completion(len(messages))
-    for m in messages:  # more messages than slots: slots are reposted after each callback
-        engine.submit_send(peer.address, m, done.on_done, done.on_error)
+    done = Completions(len(messages))
+    for i, m in enumerate(messages):  # more messages than slots: slots are reposted after each callback
+        engine.submit_send(peer.address, m, *done.callbacks(i))
     done.wait_ok()
     landed = peer.call("take_landed", len(messages), 20.0)
     assert sorted(b for _, b in landed) == sorted(messages)

@@ -4,7 +4,8 @@
 // copies in reverse order. Checked across the two processes: the target sees every write's bytes
 // when its imm arrives, each remote allocation is imported once however many regions it holds,
 // imports close when the peer is removed, and a host source reaches a GPU target through the
-// default device.
+// default device. Also: GPU sources into a peer's host memory, read through the backend in
+// bounce-sized steps.
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@ constexpr uint32_t kWrites = 48;
 struct FakeCounters {
   int opens = 0;
   int closes = 0;
+  int reads = 0;  // copy_to_host calls
 };
 
 class FakeCopies final : public gpu::CopyEngine {
@@ -74,6 +76,12 @@ class FakeGpu final : public GpuBackend {
   void close_import(void*, int) override { ++counters_->closes; }
   int default_device() const override { return 0; }
   gpu::CopyEngine& copies() override { return copies_; }
+  Status copy_to_host(void* dst, const void* src, uint64_t length, int device) override {
+    if (device != 0) return invalid_argument("fake: device " + std::to_string(device));
+    ++counters_->reads;
+    std::memcpy(dst, src, length);
+    return ok_status();
+  }
 
  private:
   uint8_t* alloc_;
@@ -89,13 +97,14 @@ uint8_t pattern(uint32_t write, size_t i) { return static_cast<uint8_t>(write * 
 
 // The target process: two regions in one allocation; counts imms and checks, at each arrival,
 // that the write it announces is complete. Exit code 0 when all kWrites arrived intact.
-int run_target(uint8_t* alloc, int to_parent, int from_parent) {
+// `target_kind`: how the target registers its two regions (kHost: written with process_vm_writev).
+int run_target(uint8_t* alloc, int to_parent, int from_parent, MemoryKind target_kind = MemoryKind::kCuda) {
   FakeCounters counters;
   auto d = testing::open_domain(8192, fake_factory(alloc, &counters));
   if (!d) return 10;
   std::memset(alloc, 0, kAllocBytes);
-  auto r1 = d->register_memory(alloc + 4096, kWrites / 2 * kSlotBytes, Access::kRemoteWrite, MemoryKind::kCuda);
-  auto r2 = d->register_memory(alloc + (4 << 20), kWrites / 2 * kSlotBytes, Access::kRemoteWrite, MemoryKind::kCuda);
+  auto r1 = d->register_memory(alloc + 4096, kWrites / 2 * kSlotBytes, Access::kRemoteWrite, target_kind);
+  auto r2 = d->register_memory(alloc + (4 << 20), kWrites / 2 * kSlotBytes, Access::kRemoteWrite, target_kind);
   if (!r1.ok() || !r2.ok()) return 11;
   const std::vector<uint8_t>& address = d->address();
   const uint32_t len = static_cast<uint32_t>(address.size());
@@ -180,6 +189,69 @@ TEST(IpcGpuPath, ImportsOnceCopiesUnorderedAndImmFollowsData) {
   d->remove_peer(*peer);
   EXPECT_EQ(counters.closes, 1);
   EXPECT_EQ(d->peers(), 0u);
+  const char done = 1;
+  ASSERT_EQ(write(down[1], &done, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the target saw a missing or incomplete write (see run_target)";
+  munmap(alloc, kAllocBytes);
+  for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+}
+
+TEST(IpcGpuPath, GpuSourceReachesAPeersHostMemoryThroughBounceSteps) {
+  auto* alloc = static_cast<uint8_t*>(mmap(nullptr, kAllocBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(alloc, MAP_FAILED);
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  const pid_t child = fork();
+  if (child == 0) _exit(run_target(alloc, up[1], down[0], MemoryKind::kHost));
+  ASSERT_GT(child, 0);
+  uint32_t len = 0;
+  ASSERT_EQ(read(up[0], &len, 4), 4);
+  ASSERT_LE(len, 256u);
+  std::vector<uint8_t> address(len);
+  uint64_t rkeys[2];
+  ASSERT_EQ(read(up[0], address.data(), len), static_cast<ssize_t>(len));
+  ASSERT_EQ(read(up[0], &rkeys[0], 8), 8);
+  ASSERT_EQ(read(up[0], &rkeys[1], 8), 8);
+
+  FakeCounters counters;
+  static uint8_t source_alloc[kAllocBytes];
+  IpcOptions o;
+  o.geometry.table_entries = 64;
+  o.gpu = fake_factory(source_alloc, &counters);
+  o.host_copies.bounce_bytes = kSlotBytes / 4;  // each write takes 4 device reads
+  Result<std::unique_ptr<IpcDomain>> opened = IpcDomain::open(std::move(o));
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  IpcDomain& d = **opened;
+  for (uint32_t w = 0; w < kWrites; ++w) {
+    for (size_t i = 0; i < kSlotBytes; ++i) source_alloc[w * kSlotBytes + i] = pattern(w, i);
+  }
+  auto gpu_src = d.register_memory(source_alloc, kWrites * kSlotBytes, Access::kLocalOnly, MemoryKind::kCuda);
+  ASSERT_TRUE(gpu_src.ok()) << gpu_src.status().to_string();
+  Result<PeerHandle> peer = d.add_peer(address);
+  ASSERT_TRUE(peer.ok()) << peer.status().to_string();
+  Status error;
+  for (uint32_t w = 0; w < kWrites; ++w) {
+    WriteWr wr;
+    wr.src = source_alloc + w * kSlotBytes;
+    wr.src_desc = gpu_src->desc;
+    wr.length = kSlotBytes;
+    wr.peer = *peer;
+    wr.remote_addr = (w / 2) * kSlotBytes;
+    wr.rkey = rkeys[w % 2];
+    wr.has_imm = true;
+    wr.imm = w;
+    wr.context = w;
+    ASSERT_EQ(d.post_write(wr, &error), PostResult::kPosted) << error.to_string();
+  }
+  std::vector<Event> events;
+  ASSERT_TRUE(testing::poll_until({&d}, {&events}, [&] { return events.size() == kWrites; }));
+  for (const Event& e : events) EXPECT_TRUE(e.status.ok()) << e.status.to_string();
+  EXPECT_EQ(counters.reads, static_cast<int>(kWrites * 4)) << "every byte read from the device once, in bounce steps";
+  EXPECT_EQ(counters.opens, 0) << "host targets map no GPU allocation";
   const char done = 1;
   ASSERT_EQ(write(down[1], &done, 1), 1);
   int status = 0;

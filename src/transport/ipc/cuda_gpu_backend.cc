@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "gpu/cuda_status.h"
+#include "gpu/device_guard.h"
 #include "gpu/memory_kind.h"
 
 namespace fabric_lib::transport::ipc {
@@ -109,6 +110,14 @@ void CudaGpuBackend::close_import(void* base, int device) {
   gpu::DeviceGuard guard(device);
   const cudaError_t e = cudaIpcCloseMemHandle(base);
   if (e != cudaSuccess) FL_LOG_DEBUG("cudaIpcCloseMemHandle: {}", gpu::cuda_status("cudaIpcCloseMemHandle", e).message());
+}
+
+Status CudaGpuBackend::copy_to_host(void* dst, const void* src, uint64_t length, int device) {
+  gpu::DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess) return gpu::cuda_status("cudaSetDevice", guard.status());
+  const cudaError_t e = cudaMemcpy(dst, src, length, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return gpu::cuda_status("cudaMemcpy (GPU source into host memory)", e);
+  return ok_status();
 }
 
 GpuBackendFactory cuda_gpu_backend_factory(gpu::GpuCopyMode mode) {

@@ -28,6 +28,7 @@ class CudaGpuBackend final : public GpuBackend {
   // Host sources copy on the first GPU this domain registered, else on GPU 0.
   int default_device() const override { return default_device_ < 0 ? 0 : default_device_; }
   gpu::CopyEngine& copies() override { return copies_; }
+  Status copy_to_host(void* dst, const void* src, uint64_t length, int device) override;
 
  private:
   explicit CudaGpuBackend(gpu::CudaCopyEngine::Options options) : copies_(options) {}

@@ -34,6 +34,10 @@ class GpuBackend {
   // The device whose streams copy from host sources (the first GPU this domain registered, or 0).
   virtual int default_device() const = 0;
   virtual gpu::CopyEngine& copies() = 0;
+  // Copies `length` bytes of `device`'s memory at `src` into this process's host memory at
+  // `dst` and returns when they are there: how a GPU source reaches a peer's host memory (the
+  // host copy engine then writes them with process_vm_writev).
+  virtual Status copy_to_host(void* dst, const void* src, uint64_t length, int device) = 0;
 };
 
 // Makes the backend when a domain first meets GPU memory (CUDA is initialised only then).

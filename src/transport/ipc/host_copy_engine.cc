@@ -35,11 +35,13 @@ HostCopyEngine::HostCopyEngine(Options options)
 }
 
 gpu::CopySubmit HostCopyEngine::submit(const gpu::CopyRequest& r, Status* error) {
-  if (r.src_kind != MemoryKind::kHost) {
-    if (error) {
-      *error = unsupported("ipc: a GPU source cannot be written into a peer's host memory (register the target as "
-                           "GPU memory, or write from host memory)");
-    }
+  const bool gpu_source = r.src_kind == MemoryKind::kCuda;
+  if (r.src_kind != MemoryKind::kHost && !gpu_source) {
+    if (error) *error = invalid_argument("ipc host copy from an unknown memory kind");
+    return gpu::CopySubmit::kFailed;
+  }
+  if (gpu_source && !read_device_) {
+    if (error) *error = unsupported("ipc: a GPU source into a peer's host memory needs the CUDA backend");
     return gpu::CopySubmit::kFailed;
   }
   if (r.dst_pid == 0 || r.dst_addr == 0 || (r.length > 0 && r.src == nullptr)) {
@@ -47,28 +49,52 @@ gpu::CopySubmit HostCopyEngine::submit(const gpu::CopyRequest& r, Status* error)
     return gpu::CopySubmit::kFailed;
   }
   if (jobs_.size() >= options_.max_jobs) return gpu::CopySubmit::kAgain;
-  jobs_.push_back({r.op, r.dst_pid, r.dst_addr, static_cast<const uint8_t*>(r.src), r.length, 0});
+  jobs_.push_back({r.op, r.dst_pid, r.dst_addr, static_cast<const uint8_t*>(r.src), r.length, 0,
+                   gpu_source ? std::max(r.src_device, 0) : -1});
   return gpu::CopySubmit::kAccepted;
 }
 
 Status HostCopyEngine::copy_some(Job& job, uint64_t bytes) {
   const uint64_t end = std::min(job.length, job.copied + bytes);
+  if (job.src_device >= 0) {
+    if (job.pid == self_pid_) {  // straight into the target: it is in this process
+      FABRIC_LIB_RETURN_IF_ERROR(read_device_(reinterpret_cast<void*>(job.dst + job.copied), job.src + job.copied,
+                                              end - job.copied, job.src_device));
+      job.copied = end;
+      return ok_status();
+    }
+    if (bounce_.empty()) bounce_.resize(std::max<uint64_t>(options_.bounce_bytes, 4096));
+    while (job.copied < end) {
+      const uint64_t n = std::min<uint64_t>(end - job.copied, bounce_.size());
+      FABRIC_LIB_RETURN_IF_ERROR(read_device_(bounce_.data(), job.src + job.copied, n, job.src_device));
+      FABRIC_LIB_RETURN_IF_ERROR(write_into(job.pid, job.dst + job.copied, bounce_.data(), n));
+      job.copied += n;
+    }
+    return ok_status();
+  }
   if (job.pid == self_pid_) {
     std::memcpy(reinterpret_cast<void*>(job.dst + job.copied), job.src + job.copied, end - job.copied);
     job.copied = end;
     return ok_status();
   }
-  while (job.copied < end) {
-    iovec local{const_cast<uint8_t*>(job.src + job.copied), end - job.copied};
-    iovec remote{reinterpret_cast<void*>(job.dst + job.copied), end - job.copied};
-    const ssize_t n = process_vm_writev(static_cast<pid_t>(job.pid), &local, 1, &remote, 1, 0);
+  FABRIC_LIB_RETURN_IF_ERROR(write_into(job.pid, job.dst + job.copied, job.src + job.copied, end - job.copied));
+  job.copied = end;
+  return ok_status();
+}
+
+Status HostCopyEngine::write_into(uint32_t pid, uint64_t dst, const uint8_t* src, uint64_t length) {
+  uint64_t done = 0;
+  while (done < length) {
+    iovec local{const_cast<uint8_t*>(src + done), length - done};
+    iovec remote{reinterpret_cast<void*>(dst + done), length - done};
+    const ssize_t n = process_vm_writev(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
     if (n > 0) {
-      job.copied += static_cast<uint64_t>(n);
+      done += static_cast<uint64_t>(n);
       continue;
     }
     const int err = n == 0 ? EFAULT : errno;
     if (err == EINTR) continue;
-    const std::string what = "process_vm_writev into process " + std::to_string(job.pid) + ": " + std::strerror(err);
+    const std::string what = "process_vm_writev into process " + std::to_string(pid) + ": " + std::strerror(err);
     switch (err) {
       case ESRCH:
         return Status(ErrorCode::kPeerUnreachable, what + " (the peer process has exited)");

@@ -7,9 +7,16 @@
 // Needs permission to ptrace the target (same user, and kernel.yama.ptrace_scope 0 or 1, or
 // CAP_SYS_PTRACE); a refusal fails the copy with Unsupported and says so. Writes into this
 // process itself use memcpy.
+//
+// GPU sources (once the domain has given it a DeviceReader): each slice is first read into this
+// process's host memory (a bounce buffer of `bounce_bytes`, or the target itself when it is
+// this process), synchronously on the worker thread, then written as above. Slower than a host
+// source by the device-to-host copy, which is the price of the target not being GPU memory.
 #pragma once
 
 #include <deque>
+#include <functional>
+#include <vector>
 
 #include "gpu/copy_engine.h"
 
@@ -27,7 +34,11 @@ class HostCopyEngine final : public gpu::CopyEngine {
     uint64_t slice_bytes = 4ull << 20;
     uint64_t budget_bytes = 16ull << 20;
     size_t max_jobs = 65536;
+    uint64_t bounce_bytes = 1ull << 20;  // GPU sources: bytes read from the device per step
   };
+  // Copies `length` bytes of GPU `device`'s memory at `src` into host memory at `dst` (this
+  // process), returning when they are there.
+  using DeviceReader = std::function<Status(void* dst, const void* src, uint64_t length, int device)>;
   HostCopyEngine() : HostCopyEngine(Options{}) {}
   explicit HostCopyEngine(Options options);
 
@@ -35,6 +46,8 @@ class HostCopyEngine final : public gpu::CopyEngine {
   void progress(std::vector<gpu::CopyDone>& done) override;
   size_t inflight() const override { return jobs_.size(); }
   void drain() override { jobs_.clear(); }
+  // Enables GPU sources (without a reader they are refused with Unsupported).
+  void set_device_reader(DeviceReader reader) { read_device_ = std::move(reader); }
 
  private:
   struct Job {
@@ -44,13 +57,18 @@ class HostCopyEngine final : public gpu::CopyEngine {
     const uint8_t* src;
     uint64_t length;
     uint64_t copied;
+    int src_device;  // >= 0: a GPU source on that device
   };
   // Copies up to `bytes` more of `job`; an error ends the job.
   Status copy_some(Job& job, uint64_t bytes);
+  // process_vm_writev of [src, src + length) to `dst` in process `pid`, all of it or an error.
+  static Status write_into(uint32_t pid, uint64_t dst, const uint8_t* src, uint64_t length);
 
   Options options_;
   uint32_t self_pid_;
   std::deque<Job> jobs_;
+  DeviceReader read_device_;
+  std::vector<uint8_t> bounce_;  // GPU sources into other processes; allocated on first use
 };
 
 }  // namespace fabric_lib::transport::ipc

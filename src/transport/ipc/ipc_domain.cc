@@ -71,6 +71,10 @@ Result<GpuBackend*> IpcDomain::gpu() {
     return gpu_error_;
   }
   gpu_ = std::move(made).value();
+  // GPU sources into peers' host memory read their bytes through the backend.
+  host_copies_.set_device_reader([backend = gpu_.get()](void* dst, const void* src, uint64_t length, int device) {
+    return backend->copy_to_host(dst, src, length, device);
+  });
   return gpu_.get();
 }
 

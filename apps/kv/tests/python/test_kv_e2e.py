@@ -163,7 +163,9 @@ def test_decoded_tokens_equal_the_monolithic_run(prefill_tp, chunk):
             assert stats["pages_posted"] == LAYERS * 2 * 6, stats  # each rank: its heads' K and V, 6 pages
         _, tokens, logits = _expect(dec_parent, "tokens")
         assert torch.allclose(logits, want_logits, rtol=1e-9, atol=1e-12)
-        if prefill_tp == 1:
+        if prefill_tp == 1 and chunk is None:
+            # Same shapes, same order of operations: bit for bit. (A chunked prefill multiplies other
+            # shapes, so its last bits may differ with the BLAS; its tokens may not.)
             assert torch.equal(logits, want_logits), "one prefill rank computes exactly the monolithic logits"
         assert tokens == want, f"decoded {tokens}, monolithic {want}"
         dec_parent.send("bye")

@@ -19,7 +19,9 @@ def reference(x, rows, cols):
     blocks = pad.view(br, 128, bc, 128)
     finite = torch.isfinite(blocks).all(dim=3).all(dim=1)              # [br, bc]
     amax = blocks.abs().nan_to_num(0.0, 0.0, 0.0).amax(dim=3).amax(dim=1)
-    scale = torch.where(amax == 0, torch.ones_like(amax), amax / 448.0)
+    # Divided by a tensor, not the Python scalar: torch's CUDA division by a scalar multiplies by
+    # its reciprocal, which is not the IEEE quotient fp8.h asks for (1 ulp off in half the blocks).
+    scale = torch.where(amax == 0, torch.ones_like(amax), amax / torch.full_like(amax, 448.0))
     scale = torch.where(finite, scale, torch.full_like(scale, float("nan")))
     full = scale.repeat_interleave(128, 0).repeat_interleave(128, 1)[:rows, :cols]
     q = (x / full).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).view(torch.uint8)
