@@ -3,7 +3,14 @@
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <exception>
+#include <thread>
 
 #include "exporter/metric_families.h"
 
@@ -35,6 +42,28 @@ bool split_address(const std::string& address, std::string* host, int* port) {
   return true;
 }
 
+// Opens and at once closes a TCP connection to host:port (a wildcard host: loopback).
+void poke(const std::string& address) {
+  std::string host;
+  int port = 0;
+  if (!split_address(address, &host, &port)) return;
+  if (host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "[::]") host = "::1";
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool connected = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    ::close(fd);
+    if (connected) break;
+  }
+  freeaddrinfo(found);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PrometheusEndpoint>> PrometheusEndpoint::start(const std::string& address, Snapshot snapshot) {
@@ -58,7 +87,19 @@ Result<std::unique_ptr<PrometheusEndpoint>> PrometheusEndpoint::start(const std:
 }
 
 PrometheusEndpoint::~PrometheusEndpoint() {
+  // Stopping civetweb joins its listening thread, which polls the socket in 2 s quanta
+  // (SOCKET_TIMEOUT_QUANTUM) and sees the stop only after one: a connection (closed at once, so
+  // no worker waits on it) wakes it, and stop() takes milliseconds instead of up to 2 s.
+  std::atomic<bool> stopped{false};
+  std::thread waker([this, &stopped] {
+    while (!stopped.load()) {
+      poke(address_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // until the join below returns
+    }
+  });
   exposer_.reset();  // joins the server's threads before the collector (and its snapshot) go
+  stopped = true;
+  waker.join();
 }
 
 }  // namespace fabric_lib::exporter
