@@ -169,7 +169,7 @@ void bind_engine(py::module_& m) {
            "A snapshot of every metric as a dict: ``ops`` (per operation type: requests and work\n"
            "requests submitted/completed/failed by error code, latency histograms), ``domains``,\n"
            "``peers`` (health, bytes, in-flight, WR latency), event counters and ``app`` (metrics\n"
-           "the applications registered). Keys: docs/python.md; meanings: docs/operations.md.")
+           "the applications registered). Keys: MetricsDict in _fabric_lib.pyi; meanings: docs/operations.md.")
       .def_property_readonly("metrics_endpoint", &E::metrics_endpoint,
                              "``host:port`` of the Prometheus endpoint (the bound port), or '' without one.")
       .def("stop", &E::stop,

@@ -11,7 +11,7 @@ namespace py = pybind11;
 
 // {"detailed", "ops": {op: {...}}, "domains": [...], "peers": [...], event counters, "app": [...]};
 // latency histograms as {"count", "sum_seconds", "buckets": [(upper_bound_seconds, n), ...],
-// "p50", "p90", "p99"}. docs/python.md lists the keys.
+// "p50", "p90", "p99"}. MetricsDict in fabric_lib/_fabric_lib.pyi declares every key.
 py::dict metrics_dict(const Metrics& m);
 
 }  // namespace fabric_lib::python
