@@ -10,12 +10,13 @@ packages=(
   libcli11-dev                         # command-line parsing for the tools
   libconcurrentqueue-dev               # lock-free MPSC queues (submit path, callback thread)
   libgtest-dev libgmock-dev            # tests
+  prometheus-cpp-dev                   # the optional Prometheus endpoint (metrics_endpoint; docs/operations.md)
   iproute2 nftables                    # fault-injection tests: network namespaces, veth, packet loss
   clang libclang-rt-14-dev             # libFuzzer targets (tests/fuzz)
   # The Python package: build it (headers, pybind11), `pip install .` into a venv with
   # Debian's build tools (--no-build-isolation; PEP 668 forbids the system site), and its tests.
   python3-dev pybind11-dev python3-setuptools python3-wheel python3-pip python3-venv
-  python3-numpy python3-pytest
+  python3-numpy python3-pytest python3-prometheus-client  # the last: the metrics test's text parser
   python3-torch                        # the apps' end-to-end tests: real models in torch (CPU)
   python3-matplotlib                   # fabric-bench --plot (tests/tools: tools.fabric_bench.plot)
 )

@@ -91,6 +91,17 @@ class TransferEngineBuilder {
   // Records the submit-call-to-first-post latency of every request (benchmarks; costs one clock
   // read per submit). Read it with TransferEngine::take_submit_latencies_ns().
   TransferEngineBuilder& record_submit_latency(bool on);
+  // --- observability (docs/operations.md) ---
+  // Latency histograms (request, submit-to-post, per-peer WR) and per-peer metrics (default
+  // true). Off: TransferEngine::metrics() keeps the counters per operation type and domain and
+  // the health events, and the hot path reads no clock for them.
+  TransferEngineBuilder& metrics(bool on);
+  // Serves TransferEngine::metrics() in the Prometheus text format over HTTP at
+  // http://<address>/metrics, e.g. "127.0.0.1:9464" or "0.0.0.0:9464"; port 0 picks a free one
+  // (TransferEngine::metrics_endpoint() tells which). Off by default ("" = off); the environment
+  // variable FABRIC_LIB_METRICS_ADDR overrides it. build() fails with Unsupported when the
+  // library was built without prometheus-cpp, and with InvalidArgument when it cannot listen there.
+  TransferEngineBuilder& metrics_endpoint(std::string address);
   // One group per group of `topology` (detect_topology(), fabric_lib/topology.h) with
   // `nets_per_gpu` domains each: group g uses topology.group_interfaces(g) (domain i on entry
   // i % count, so a group with fewer NICs reuses them) and pins its worker to the group's

@@ -9,6 +9,7 @@
 //   peer_group.h      PeerGroup: destinations resolved once for repeated scatters
 //   health.h          PeerHealth, PeerStatus, HealthEvent
 //   stats.h           EngineStats
+//   metrics.h         Metrics (TransferEngine::metrics()), MetricsRegistry for applications' metrics
 //   idle_policy.h     IdlePolicy
 //   mapped_word.h     MappedWord: a GPU-visible word of host memory
 //   uvm_watcher.h     UvmWatcher: GPU progress runs CPU callbacks
@@ -25,6 +26,7 @@
 #include "fabric_lib/imm_counter.h"
 #include "fabric_lib/mapped_word.h"
 #include "fabric_lib/memory.h"
+#include "fabric_lib/metrics.h"
 #include "fabric_lib/peer_group.h"
 #include "fabric_lib/prepared.h"
 #include "fabric_lib/requests.h"

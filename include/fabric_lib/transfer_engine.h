@@ -33,6 +33,7 @@
 #include "fabric_lib/health.h"
 #include "fabric_lib/imm_counter.h"
 #include "fabric_lib/memory.h"
+#include "fabric_lib/metrics.h"
 #include "fabric_lib/peer_group.h"
 #include "fabric_lib/prepared.h"
 #include "fabric_lib/requests.h"
@@ -151,6 +152,18 @@ class TransferEngine {
   std::vector<uint32_t> take_submit_latencies_ns();
   // Health of every peer `group` has talked to.
   std::vector<PeerStatus> peer_status(size_t group = 0);
+
+  // --- observability (fabric_lib/metrics.h, docs/operations.md) ---
+  // A snapshot of every counter, gauge and histogram, read while the workers run (any thread,
+  // also after stop()). Per-peer metrics and latency histograms need TransferEngineBuilder::metrics()
+  // on (the default).
+  Metrics metrics() const;
+  // Where applications register their own metrics; they appear in metrics().app and on the
+  // endpoint. Lives as long as the engine.
+  MetricsRegistry& metrics_registry();
+  // The address the Prometheus endpoint listens on ("127.0.0.1:9464"; the port the system chose
+  // for port 0), or "" without one (TransferEngineBuilder::metrics_endpoint()).
+  std::string metrics_endpoint() const;
 
  struct Impl;  // defined by the library
 

@@ -52,6 +52,8 @@ class TransferEngine(_CoreEngine):
         stall_timeout: Optional[float] = None,
         peer_retry_interval: Optional[float] = None,
         topology: Optional[Topology] = None,
+        metrics: bool = True,
+        metrics_endpoint: Optional[str] = None,
     ) -> None:
         if domains_per_group is not None and nets_per_gpu is not None and domains_per_group != nets_per_gpu:
             raise ValueError("domains_per_group and nets_per_gpu name the same setting; give one")
@@ -74,6 +76,8 @@ class TransferEngine(_CoreEngine):
             stall_timeout=stall_timeout,
             peer_retry_interval=peer_retry_interval,
             topology=topology,
+            metrics=metrics,
+            metrics_endpoint=metrics_endpoint,
         )
 
     @staticmethod
@@ -297,6 +301,15 @@ class TransferEngineBuilder:
     def max_message_bytes(self, n: int) -> "TransferEngineBuilder":
         """Largest ``submit_send`` message (default 64 KiB)."""
         return self._set("max_message_bytes", n)
+
+    def metrics(self, on: bool) -> "TransferEngineBuilder":
+        """Latency histograms and per-peer metrics in :meth:`TransferEngine.metrics` (default on)."""
+        return self._set("metrics", on)
+
+    def metrics_endpoint(self, address: str) -> "TransferEngineBuilder":
+        """Serves the metrics in the Prometheus text format at ``http://<address>/metrics``
+        (``"127.0.0.1:9464"``; port 0 picks a free one, see ``engine.metrics_endpoint``)."""
+        return self._set("metrics_endpoint", address)
 
     def imm_table_capacity(self, n: int) -> "TransferEngineBuilder":
         """Distinct imm values the imm counter holds (default 65536)."""

@@ -1,7 +1,7 @@
 # Type stubs of the extension module fabric_lib._fabric_lib (python/src/*.cc). The docstrings
 # live in the extension itself (help(fabric_lib.TransferEngine)).
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Optional, Union
+from typing import Any, Literal, NotRequired, Optional, TypedDict, Union
 
 # --- errors ----------------------------------------------------------------------------------
 class FabricError(Exception):
@@ -241,6 +241,81 @@ def imm_count_of_scatter_target(
 def callback_error_count() -> int: ...
 def _stop_all_engines() -> None: ...
 
+# --- metrics: TransferEngine.metrics(), the C++ Metrics snapshot (fabric_lib/metrics.h) --------
+# Every count is an int equal to the C++ struct's field; meanings: docs/operations.md.
+class LatencyHistogramDict(TypedDict):
+    count: int                           # samples
+    sum_seconds: float
+    buckets: list[tuple[float, int]]     # (upper bound in seconds, samples in it; not cumulative);
+                                         # 2^i us for i < 24, the last inf
+    p50: float                           # quantiles interpolated in their bucket (0 without samples)
+    p90: float
+    p99: float
+
+class OpMetricsDict(TypedDict):          # one operation type, all groups
+    requests_submitted: int
+    requests_completed: int              # delivered Ok
+    requests_failed: dict[str, int]      # by error code name ("peer_unreachable", ...); codes seen only
+    wrs_posted: int
+    wrs_completed: int
+    wrs_failed: dict[str, int]           # error completions and WRs abandoned by a failed path, by code
+    request_latency: LatencyHistogramDict  # submit call -> completion (metrics on)
+    submit_to_post: LatencyHistogramDict   # submit call -> first WR posted (metrics on)
+
+class DomainMetricsDict(TypedDict):
+    group: int
+    domain: int
+    name: str                            # interface / domain name
+    wrs_posted: int
+    wrs_completed: int
+    wrs_failed: int
+    bytes_written: int                   # payload of WRs that completed Ok
+    imms_received: int
+    inflight: int                        # WRs the provider holds now
+
+class PeerMetricsDict(TypedDict):        # metrics on only
+    group: int
+    address: str                         # str(DomainAddress): the peer's domain-0 address in hex
+    health: Literal["healthy", "degraded", "unreachable"]
+    paths: int
+    paths_up: int
+    wrs_posted: int
+    wrs_completed: int
+    wrs_failed: int
+    bytes_written: int
+    inflight: int
+    path_failures: int
+    path_recoveries: int
+    times_unreachable: int
+    retries: int
+    wr_latency: LatencyHistogramDict     # WR posted -> its completion polled
+
+class AppMetricDict(TypedDict):          # a series the applications registered (MetricsRegistry)
+    name: str
+    help: str
+    kind: Literal["counter", "gauge", "histogram"]
+    labels: dict[str, str]
+    value: NotRequired[float]            # counters and gauges
+    histogram: NotRequired[LatencyHistogramDict]  # histograms
+
+class MetricsDict(TypedDict):
+    detailed: bool                       # metrics on: latency histograms and peers are filled
+    ops: dict[str, OpMetricsDict]        # "write", "paged_write", "scatter", "barrier", "imm", "send"
+    domains: list[DomainMetricsDict]     # group-major
+    peers: list[PeerMetricsDict]
+    messages_received: int
+    deadlines_exceeded: int
+    path_failures: int
+    path_recoveries: int
+    peers_unreachable: int
+    peer_retries: int
+    stalls_detected: int
+    probe_failures: int
+    groups_abandoned: int
+    bytes_written: int                   # over every domain
+    imms_received: int                   # over every domain
+    app: list[AppMetricDict]             # in registration order
+
 # --- the engine (fabric_lib.TransferEngine subclasses it) ------------------------------------
 class TransferEngine:
     def __init__(
@@ -260,7 +335,12 @@ class TransferEngine:
         stall_timeout: Optional[float] = None,
         peer_retry_interval: Optional[float] = None,
         topology: Optional[Topology] = None,
+        metrics: bool = True,
+        metrics_endpoint: Optional[str] = None,
     ) -> None: ...
+    # host:port of the Prometheus endpoint (the bound port when port 0 was asked), '' without one.
+    @property
+    def metrics_endpoint(self) -> str: ...
     @property
     def main_address(self) -> DomainAddress: ...
     @property
@@ -414,4 +494,6 @@ class TransferEngine:
     def imm_count(self, imm: int) -> int: ...
     def alloc_scalar_watcher(self, callback: Callable[[int, int], Optional[bool]]) -> ScalarWatcher: ...
     def stats(self) -> dict[str, int]: ...
+    # A snapshot of every metric (the C++ TransferEngine::metrics(), the same values).
+    def metrics(self) -> MetricsDict: ...
     def stop(self) -> None: ...

@@ -26,7 +26,8 @@ void bind_engine(py::module_& m) {
                        std::optional<size_t> max_inflight_per_domain, std::optional<size_t> max_message_bytes,
                        std::optional<size_t> imm_table_capacity, uint64_t simulate_unordered_network,
                        std::optional<double> default_timeout, std::optional<double> stall_timeout,
-                       std::optional<double> peer_retry_interval, std::optional<Topology> topology) {
+                       std::optional<double> peer_retry_interval, std::optional<Topology> topology, bool metrics,
+                       std::optional<std::string> metrics_endpoint) {
              EngineConfig c;
              c.provider = provider;
              c.domains_per_group = domains_per_group;
@@ -42,6 +43,8 @@ void bind_engine(py::module_& m) {
              c.default_timeout = default_timeout;
              c.stall_timeout = stall_timeout;
              c.peer_retry_interval = peer_retry_interval;
+             c.metrics = metrics;
+             c.metrics_endpoint = metrics_endpoint.value_or("");
              if (topology) {
                c.topology = std::move(topology);
                c.nets_per_gpu = domains_per_group;  // 0: the smallest NIC count of any group
@@ -56,13 +59,16 @@ void bind_engine(py::module_& m) {
            py::arg("imm_table_capacity") = py::none(), py::arg("simulate_unordered_network") = 0,
            py::arg("default_timeout") = py::none(), py::arg("stall_timeout") = py::none(),
            py::arg("peer_retry_interval") = py::none(), py::arg("topology") = py::none(),
+           py::arg("metrics") = true, py::arg("metrics_endpoint") = py::none(),
            "Builds and starts an engine. Raises a FabricError subclass (e.g. InvalidArgumentError,\n"
            "UnsupportedError, ProviderError) when the settings are invalid or the provider fails.\n"
            "Times are in seconds: ``default_timeout`` is the deadline of requests given none,\n"
            "``stall_timeout`` fails a path without progress for that long (0: off),\n"
            "``peer_retry_interval`` how long an unreachable peer is refused. With ``topology``\n"
            "(detect_topology()), one group per topology group with ``domains_per_group`` of its NICs\n"
-           "each (0: the smallest NIC count), workers pinned NUMA-locally.")
+           "each (0: the smallest NIC count), workers pinned NUMA-locally. ``metrics=False`` leaves out\n"
+           "latency histograms and per-peer metrics; ``metrics_endpoint='127.0.0.1:9464'`` serves the\n"
+           "metrics in the Prometheus text format (port 0: a free one, see ``metrics_endpoint``).")
       .def_property_readonly("main_address", &E::main_address,
                              "Address of domain 0 of group 0: where ``submit_send`` messages for this engine go.")
       .def_property_readonly("num_domains", [](const E& e) { return e.num_groups() * e.nets_per_gpu(); },
@@ -159,6 +165,13 @@ void bind_engine(py::module_& m) {
            "they run on the watcher thread (they may submit transfers). Raises UnsupportedError\n"
            "without CUDA (build or device).")
       .def("stats", &E::stats, "Counters of the engine's activity (requests, work requests, imms, messages).")
+      .def("metrics", &E::metrics,
+           "A snapshot of every metric as a dict: ``ops`` (per operation type: requests and work\n"
+           "requests submitted/completed/failed by error code, latency histograms), ``domains``,\n"
+           "``peers`` (health, bytes, in-flight, WR latency), event counters and ``app`` (metrics\n"
+           "the applications registered). Keys: MetricsDict in _fabric_lib.pyi; meanings: docs/operations.md.")
+      .def_property_readonly("metrics_endpoint", &E::metrics_endpoint,
+                             "``host:port`` of the Prometheus endpoint (the bound port), or '' without one.")
       .def("stop", &E::stop,
            "Completes every accepted, unfinished operation and pending expectation with\n"
            "CancelledError (their callbacks run before this returns), closes the domains and frees\n"

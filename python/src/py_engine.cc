@@ -1,5 +1,7 @@
 #include "py_engine.h"
 
+#include "metrics_bindings.h"
+
 #include <pybind11/stl.h>
 
 #include <atomic>
@@ -95,12 +97,15 @@ PyEngine::PyEngine(const EngineConfig& c)
   }
   if (c.peer_retry_interval) b.peer_retry_interval(seconds_arg(*c.peer_retry_interval, "peer_retry_interval"));
   if (c.topology) b.from_topology(*c.topology, c.nets_per_gpu);
+  b.metrics(c.metrics);
+  if (!c.metrics_endpoint.empty()) b.metrics_endpoint(c.metrics_endpoint);
   std::unique_ptr<TransferEngine> built = take(without_gil([&] { return b.build(); }));
   engine_ = std::shared_ptr<TransferEngine>(std::move(built));
   main_address_ = engine_->main_address();
   num_groups_ = engine_->num_groups();
   domains_per_group_ = engine_->num_domains();
   provider_ = engine_->provider();
+  metrics_endpoint_ = engine_->metrics_endpoint();
   for (size_t g = 0; g < num_groups_; ++g) domain_addresses_.push_back(engine_->domain_addresses(g));
   register_engine(engine_);
 }
@@ -472,6 +477,12 @@ py::dict PyEngine::stats() {
   d["imms_received"] = s.imms_received;
   d["messages_received"] = s.messages_received;
   return d;
+}
+
+py::dict PyEngine::metrics() {
+  std::shared_ptr<TransferEngine> e = engine();
+  Metrics m = without_gil([&] { return e->metrics(); });
+  return metrics_dict(m);
 }
 
 // --- lifecycle ---------------------------------------------------------------------------------

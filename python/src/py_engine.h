@@ -42,6 +42,8 @@ struct EngineConfig {
   std::optional<double> peer_retry_interval;  // seconds
   std::optional<Topology> topology;           // with nets_per_gpu: one group per topology group
   size_t nets_per_gpu = 0;                    // for topology (0: the smallest NIC count)
+  bool metrics = true;                        // TransferEngineBuilder::metrics()
+  std::string metrics_endpoint;               // "" = none (TransferEngineBuilder::metrics_endpoint())
 };
 
 class PyEngine {
@@ -118,6 +120,8 @@ class PyEngine {
   uint64_t imm_count(const py::object& imm);
 
   py::dict stats();
+  py::dict metrics();  // metrics_bindings.h
+  const std::string& metrics_endpoint() const { return metrics_endpoint_; }
   void stop();
 
   // GPU progress (watcher_bindings.cc): a ScalarWatcher whose callback(old, new) runs on the
@@ -153,6 +157,7 @@ class PyEngine {
   std::vector<std::vector<DomainAddress>> domain_addresses_;
   size_t num_groups_ = 0;
   size_t domains_per_group_ = 0;
+  std::string metrics_endpoint_;  // cached at build
   std::string provider_;
 };
 

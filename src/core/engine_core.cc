@@ -11,7 +11,8 @@
 
 namespace fabric_lib::detail {
 
-EngineCore::EngineCore(EngineOptions options) : options_(std::move(options)) {
+EngineCore::EngineCore(EngineOptions options)
+    : options_(std::move(options)), timed_submits_(options_.metrics || options_.record_submit_latency) {
   dispatcher_ = std::make_unique<CompletionDispatcher>();
   imms_ = std::make_unique<ImmCountTable>(options_.imm_table_capacity, dispatcher_.get());
 }
@@ -59,8 +60,10 @@ Status EngineCore::start() {
     config.probe_misses = options_.probe_misses;
     config.on_health_event = options_.on_health_event;
     config.post_on_caller = options_.post_on_caller;
+    config.detailed_metrics = options_.metrics;
+    config.record_submit_latency = options_.record_submit_latency;
     std::unique_ptr<GroupWorker, DeleteUnlessAbandoned> worker(
-        new GroupWorker(std::move(config), *imms_, *dispatcher_, stats_));
+        new GroupWorker(std::move(config), *imms_, *dispatcher_));
     FABRIC_LIB_RETURN_IF_ERROR(worker->start());
     workers_.push_back(std::move(worker));
   }
@@ -95,10 +98,10 @@ std::vector<DomainAddress> EngineCore::domain_addresses(size_t group) const {
 
 std::string EngineCore::provider() const { return workers_[0]->infos()[0].provider; }
 
-std::atomic<int>& EngineCore::submit_stripe() {
+EngineCore::SubmitStripe& EngineCore::submit_stripe() {
   static std::atomic<size_t> next_thread{0};
   thread_local const size_t mine = next_thread.fetch_add(1, std::memory_order_relaxed);
-  return submit_stripes_[mine % kSubmitStripes].n;
+  return submit_stripes_[mine % kSubmitStripes];
 }
 
 bool EngineCore::submits_in_progress() const {
@@ -242,6 +245,7 @@ TransferId EngineCore::enqueue(size_t group, RequestPool::Ptr request, const Sub
   // The low bits name the group, so cancel() finds the worker that owns the request.
   const TransferId id = (next_transfer_id_.fetch_add(1, std::memory_order_relaxed) << kTransferIdGroupBits) | group;
   request->id = id;
+  request->op = static_cast<uint8_t>(scope.op());
   request->submit_ns = scope.start_ns();
   if (request->completion.has_deadline()) {
     request->deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -251,14 +255,14 @@ TransferId EngineCore::enqueue(size_t group, RequestPool::Ptr request, const Sub
     request->deadline_ns = monotonic_ns() + options_.default_timeout.count();
   }
   if (request->kind == RequestKind::kWrite) group_by_domain(*request, num_domains());
-  stats_.requests_submitted.fetch_add(1, std::memory_order_relaxed);
+  scope.count_submitted();
   workers_[group]->submit(request.release());
   return id;
 }
 
 Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, std::span<const uint8_t> message,
                                            Completion done) {
-  SubmitScope scope(*this, options_.record_submit_latency);
+  SubmitScope scope(*this, OpType::kSend);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (dst.empty()) return invalid_argument("submit_send: empty destination address");
   if (message.size() > options_.max_message_bytes) {
@@ -331,7 +335,7 @@ Status EngineCore::post_recvs_into(MrHandle region, uint64_t offset, size_t slot
 
 Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, MrHandle src, uint64_t offset, uint64_t length,
                                            Completion done) {
-  SubmitScope scope(*this, options_.record_submit_latency);
+  SubmitScope scope(*this, OpType::kSend);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (dst.empty()) return invalid_argument("submit_send: empty destination address");
   if (length > options_.max_message_bytes) {
@@ -351,7 +355,7 @@ Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, MrHandle sr
 }
 
 Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group) {
-  SubmitScope scope(*this, options_.record_submit_latency);
+  SubmitScope scope(*this, OpType::kImm);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   FABRIC_LIB_RETURN_IF_ERROR(check_remote(dst, 0, 0, group));
@@ -365,7 +369,7 @@ Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Compl
 }
 
 Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion done) {
-  SubmitScope scope(*this, options_.record_submit_latency);
+  SubmitScope scope(*this, OpType::kWrite);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (request.length == 0 && !request.imm) return invalid_argument("submit_write: zero length without an imm");
   Result<std::shared_ptr<MrEntry>> src = local_region(request.src, request.src_offset, request.length);
@@ -384,7 +388,7 @@ Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion don
 }
 
 Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Completion done) {
-  SubmitScope scope(*this, options_.record_submit_latency);
+  SubmitScope scope(*this, OpType::kPagedWrite);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   const size_t pages = request.src_pages.size();
   if (pages == 0) return invalid_argument("submit_paged_writes: no pages");
@@ -425,7 +429,7 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
 
 Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::shared_ptr<const PeerGroup::Data> peers,
                                               Completion done) {
-  SubmitScope scope(*this, options_.record_submit_latency);
+  SubmitScope scope(*this, OpType::kScatter);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (request.targets.empty()) return invalid_argument("submit_scatter: no targets");
   if (request.targets.size() > UINT32_MAX) return invalid_argument("submit_scatter: too many targets");
@@ -469,7 +473,7 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
 
 Result<TransferId> EngineCore::submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done,
                                               size_t group) {
-  SubmitScope scope(*this, options_.record_submit_latency);
+  SubmitScope scope(*this, OpType::kBarrier);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   if (peers.empty()) return invalid_argument("submit_barrier: no peers");
@@ -619,22 +623,6 @@ std::vector<PeerStatus> EngineCore::peer_status(size_t group) {
     return ok_status();
   });
   return out;
-}
-
-EngineStats EngineCore::stats() const {
-  EngineStats s;
-  s.requests_submitted = stats_.requests_submitted.load();
-  s.requests_completed = stats_.requests_completed.load();
-  s.requests_failed = stats_.requests_failed.load();
-  s.wrs_posted = stats_.wrs_posted.load();
-  s.imms_received = stats_.imms_received.load();
-  s.messages_received = stats_.messages_received.load();
-  s.deadlines_exceeded = stats_.deadlines_exceeded.load();
-  s.paths_failed = stats_.paths_failed.load();
-  s.peers_unreachable = stats_.peers_unreachable.load();
-  s.groups_abandoned = stats_.groups_abandoned.load();
-  for (const auto& w : workers_) w->add_stats(s);
-  return s;
 }
 
 }  // namespace fabric_lib::detail

@@ -18,6 +18,7 @@
 #include "core/provider_watchdog.h"
 #include "core/request_pool.h"
 #include "fabric_lib/health.h"
+#include "fabric_lib/metrics.h"
 #include "fabric_lib/peer_group.h"
 #include "fabric_lib/requests.h"
 #include "fabric_lib/stats.h"
@@ -80,26 +81,41 @@ class EngineCore {
   Status stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
   bool on_callback_thread() const { return dispatcher_ && dispatcher_->on_callback_thread(); }
+  // engine_core_metrics.cc: the counters, read while the workers run.
   EngineStats stats() const;
+  Metrics metrics() const;
+  MetricsRegistry& metrics_registry() { return app_metrics_; }
   std::vector<uint32_t> take_submit_latencies_ns();
   std::vector<PeerStatus> peer_status(size_t group);
 
  private:
+  // Submits in progress, and the requests submitted by operation type, counted on cache-line
+  // stripes chosen per thread, so concurrent submitters do not share (and bounce) one counter;
+  // stop() waits until every stripe's `n` is 0.
+  struct alignas(64) SubmitStripe {
+    std::atomic<int> n{0};
+    std::atomic<uint64_t> submitted[kNumOpTypes] = {};
+  };
+  static constexpr size_t kSubmitStripes = 16;
+
   // Holds off stop() while a submit is between its "accepting?" check and its enqueue.
-  // Also notes when the API call began, for the submit-to-first-post measurement.
+  // Also notes when the API call began (metrics' latencies, the submit-to-first-post measurement).
   class SubmitScope {
    public:
-    SubmitScope(EngineCore& e, bool timed)
-        : e_(e), stripe_(e.submit_stripe()), start_ns_(timed ? monotonic_ns() : 0) {
-      stripe_.fetch_add(1, std::memory_order_seq_cst);
+    SubmitScope(EngineCore& e, OpType op)
+        : e_(e), stripe_(e.submit_stripe()), op_(op), start_ns_(e.timed_submits_ ? monotonic_ns() : 0) {
+      stripe_.n.fetch_add(1, std::memory_order_seq_cst);
     }
-    ~SubmitScope() { stripe_.fetch_sub(1, std::memory_order_seq_cst); }
+    ~SubmitScope() { stripe_.n.fetch_sub(1, std::memory_order_seq_cst); }
     bool accepting() const { return e_.accepting_.load(std::memory_order_seq_cst); }
     int64_t start_ns() const { return start_ns_; }
+    OpType op() const { return op_; }
+    void count_submitted() const { stripe_.submitted[static_cast<size_t>(op_)].fetch_add(1, std::memory_order_relaxed); }
 
    private:
     EngineCore& e_;
-    std::atomic<int>& stripe_;
+    SubmitStripe& stripe_;
+    OpType op_;
     int64_t start_ns_;
   };
 
@@ -124,6 +140,7 @@ class EngineCore {
   std::unique_ptr<ImmCountTable> imms_;
   MrRegistry registry_;
   StatCounters stats_;
+  MetricsRegistry app_metrics_;
   // A worker given up on is never deleted: its stuck thread may still be inside its domains.
   struct DeleteUnlessAbandoned {
     void operator()(GroupWorker* w) const {
@@ -138,14 +155,9 @@ class EngineCore {
   std::shared_ptr<detail::UvmWatcherHub> watchers_;
 
   std::atomic<bool> accepting_{false};
-  // Submits in progress, counted on cache-line stripes chosen per thread, so concurrent
-  // submitters do not share (and bounce) one counter; stop() waits until every stripe is 0.
-  struct alignas(64) SubmitStripe {
-    std::atomic<int> n{0};
-  };
-  static constexpr size_t kSubmitStripes = 16;
   SubmitStripe submit_stripes_[kSubmitStripes];
-  std::atomic<int>& submit_stripe();
+  SubmitStripe& submit_stripe();
+  const bool timed_submits_;  // metrics on, or submit latency recorded: submits read the clock
   bool submits_in_progress() const;
   std::atomic<bool> stopped_{false};
   std::mutex stop_mu_;

@@ -40,7 +40,7 @@ Result<std::shared_ptr<const PreparedPagedWrites::Data>> EngineCore::prepare_pag
 Result<TransferId> EngineCore::submit_prepared(const PreparedPagedWrites::Data& p, std::span<const uint32_t> src_pages,
                                                std::span<const uint32_t> dst_pages, std::optional<uint32_t> imm,
                                                Completion done) {
-  SubmitScope scope(*this, options_.record_submit_latency);
+  SubmitScope scope(*this, OpType::kPagedWrite);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (p.engine != this) return invalid_argument("submit_prepared: the prepared request belongs to another engine");
   if (p.src->unregistered.load(std::memory_order_acquire)) {
@@ -109,7 +109,7 @@ Result<std::shared_ptr<const PreparedScatter::Data>> EngineCore::prepare_scatter
 
 Result<TransferId> EngineCore::submit_prepared(const PreparedScatter::Data& p, std::span<const ScatterSlice> slices,
                                                std::optional<uint32_t> imm, Completion done) {
-  SubmitScope scope(*this, options_.record_submit_latency);
+  SubmitScope scope(*this, OpType::kScatter);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (p.engine != this) return invalid_argument("submit_prepared: the prepared scatter belongs to another engine");
   if (p.src->unregistered.load(std::memory_order_acquire)) {

@@ -25,6 +25,7 @@ struct EngineOptions {
   size_t max_message_bytes = 64 * 1024;
   size_t imm_table_capacity = ImmCounter::kDefaultCapacity;
   bool record_submit_latency = false;
+  bool metrics = true;  // latency histograms and per-peer metrics (TransferEngineBuilder::metrics())
   std::chrono::nanoseconds default_timeout{0};
   std::chrono::nanoseconds stall_timeout{std::chrono::seconds(10)};
   std::chrono::nanoseconds peer_retry_interval{std::chrono::seconds(1)};

@@ -31,21 +31,36 @@ Status pin_to_cpu(int cpu) {
 
 }  // namespace
 
-GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, CompletionDispatcher& dispatcher,
-                         StatCounters& stats)
+GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, CompletionDispatcher& dispatcher)
     : config_(std::move(config)),
       imms_(imms),
       dispatcher_(dispatcher),
-      stats_(stats),
       inbox_(std::make_shared<WorkerInbox>()),
-      wrs_posted_by_domain_(config_.domains.size()),
-      peers_(config_.domains.size()) {}
+      metrics_(config_.group, config_.domains.size(), config_.detailed_metrics),
+      peers_(config_.domains.size(), &metrics_) {
+  std::vector<std::string> names;
+  for (const transport::DomainSpec& spec : config_.domains) names.push_back(spec.interface_name);
+  metrics_.set_domain_names(std::move(names));
+}
 
 void GroupWorker::add_stats(EngineStats& s) const {
-  if (s.wrs_posted_by_domain.size() < wrs_posted_by_domain_.size()) s.wrs_posted_by_domain.resize(wrs_posted_by_domain_.size());
-  for (size_t d = 0; d < wrs_posted_by_domain_.size(); ++d) {
-    s.wrs_posted_by_domain[d] += wrs_posted_by_domain_[d].load(std::memory_order_relaxed);
+  Metrics m;
+  m.ops.resize(kNumOpTypes);
+  metrics_.read_into(m);
+  for (const OpMetrics& op : m.ops) {
+    s.requests_completed += op.requests_completed;
+    s.requests_failed += op.requests_failed_total();
   }
+  if (s.wrs_posted_by_domain.size() < m.domains.size()) s.wrs_posted_by_domain.resize(m.domains.size());
+  for (const DomainMetrics& d : m.domains) {
+    s.wrs_posted += d.wrs_posted;
+    s.wrs_posted_by_domain[d.domain] += d.wrs_posted;
+    s.imms_received += d.imms_received;
+  }
+  s.messages_received += m.messages_received;
+  s.deadlines_exceeded += m.deadlines_exceeded;
+  s.paths_failed += m.path_failures;
+  s.peers_unreachable += m.peers_unreachable;
   for (const auto& c : domain_counters_) {
     if (!c) continue;
     s.unordered_windows_shuffled += c->unordered_windows_shuffled.load(std::memory_order_relaxed);
@@ -162,6 +177,7 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
     }
     must_poll |= !recvs_to_post_.empty();
     const int64_t now = monotonic_ns();
+    clock_ns_ = now;
     busy |= expire_deadlines(now);
     if (now >= next_sweep_ns_) busy |= sweep_stalls(now);
     busy |= probe_sweep(now);
@@ -279,11 +295,15 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
   record->request = &r;
   record->peer = &peer;
   record->domain = static_cast<uint32_t>(e);
+  record->op = r.op;
+  record->posted_ns = clock_ns_;  // this posting pass's time (metrics on)
   transport::PostResult result;
   if (r.kind == RequestKind::kSend) {
+    record->bytes = r.src ? r.send_length : r.message.size();
     result = post_send(r, record, *handle, error);
   } else {
     const planner::WrPlan& w = r.wrs[s.next];
+    record->bytes = w.length;
     const MrDomainEntry& dst = r.target_desc(w.target).domain(e);
     transport::WriteWr wr;
     if (r.src) {
@@ -312,12 +332,21 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
   if (path.inflight++ == 0) path.last_progress_ns = monotonic_ns();
   path.wrs.push(record);
   ++ds.inflight;
+  DomainCells& cells = metrics_.domain(e);
+  cells.wrs_posted.add();
+  cells.inflight.set(ds.inflight);
+  metrics_.op(r.op).wrs_posted.add();
+  if (peer.metrics) {
+    peer.metrics->wrs_posted.add();
+    peer.metrics->inflight.add();
+  }
   return result;
 }
 
 bool GroupWorker::post_pending(size_t d) {
   DomainState& ds = domains_[d];
   size_t posted = 0;
+  if (metrics_.detailed() && !ds.streams.empty()) clock_ns_ = monotonic_ns();
   while (!ds.streams.empty() && ds.inflight < ds.max_inflight && posted < kMaxPostsPerPass) {
     Stream& s = ds.streams.front();
     Request* r = s.request;
@@ -335,11 +364,9 @@ bool GroupWorker::post_pending(size_t d) {
     if (result == transport::PostResult::kPosted) {
       ++r->inflight;
       ++posted;
-      if (r->submit_ns != 0) {
-        if (submit_latencies_.size() < kMaxLatencySamples) {
-          submit_latencies_.push_back(static_cast<uint32_t>(std::min<int64_t>(monotonic_ns() - r->submit_ns, UINT32_MAX)));
-        }
-        r->submit_ns = 0;
+      if (!r->first_posted) {
+        r->first_posted = true;
+        if (r->submit_ns != 0) note_first_post(*r);
       }
     } else {
       r->fail(std::move(error));
@@ -347,16 +374,13 @@ bool GroupWorker::post_pending(size_t d) {
     if (s.next == s.end) ds.streams.pop_front();
     if (result == transport::PostResult::kFailed) maybe_finish(r);
   }
-  if (posted) {
-    stats_.wrs_posted.fetch_add(posted, std::memory_order_relaxed);
-    wrs_posted_by_domain_[d].fetch_add(posted, std::memory_order_relaxed);
-  }
   return posted > 0;
 }
 
 bool GroupWorker::poll_domain(size_t d, size_t max_events) {
   events_.clear();
   const size_t n = domains_[d].domain->poll(events_, std::min(max_events, kMaxEventsPerPoll));
+  if (n > 0) clock_ns_ = monotonic_ns();  // the completion time of this batch's events
   for (transport::Event& ev : events_) {
     switch (ev.kind) {
       case transport::EventKind::kWriteDone:
@@ -367,7 +391,7 @@ bool GroupWorker::poll_domain(size_t d, size_t max_events) {
         on_recv(reinterpret_cast<RecvSlot*>(ev.context), ev);
         break;
       case transport::EventKind::kImm:
-        stats_.imms_received.fetch_add(1, std::memory_order_relaxed);
+        metrics_.domain(d).imms_received.add();
         imms_.add(ev.imm);
         break;
       case transport::EventKind::kRemoteError:
@@ -388,8 +412,8 @@ void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
   PeerEntry& peer = *record->peer;
   const size_t e = record->domain;
   peers_.op_done(peer, e, *domains_[e].domain);
-  if (record->abandoned) {  // its path failed earlier; the request no longer waits for it
-    --domains_[e].inflight;
+  metrics_.domain(e).inflight.set(--domains_[e].inflight);
+  if (record->abandoned) {  // its path failed earlier (and counted it); the request no longer waits for it
     records_.release(record);
     return;
   }
@@ -397,8 +421,8 @@ void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
   Path& path = peer.paths[e];
   path.wrs.erase(record);
   --path.inflight;
-  path.last_progress_ns = monotonic_ns();
-  --domains_[e].inflight;
+  path.last_progress_ns = clock_ns_;
+  count_wr_end(record->op, peer, e, ev.status.code(), record->bytes, record->posted_ns);
   records_.release(record);
   if (r->kind == RequestKind::kSend && r->send_slot >= 0) {
     send_slots_.release(r->send_slot);
@@ -452,10 +476,50 @@ void GroupWorker::maybe_finish(Request* r) {
   config_.requests->release(r);
 }
 
-void GroupWorker::deliver(Request* r, const Status& status) {
+void GroupWorker::deliver(Request* r, const Status& status, bool on_owner) {
   r->delivered = true;
-  (status.ok() ? stats_.requests_completed : stats_.requests_failed).fetch_add(1, std::memory_order_relaxed);
+  OpCells& cells = metrics_.op(r->op);
+  if (status.ok()) {
+    cells.requests_completed.add();
+  } else {
+    cells.requests_failed[static_cast<size_t>(status.code())].add();
+  }
+  // Timed by the worker's latest clock read (this pass's poll or post): no clock read per request.
+  if (on_owner && r->submit_ns != 0 && metrics_.detailed()) cells.request_latency.record(clock_ns_ - r->submit_ns);
   dispatcher_.deliver(std::move(r->completion), status);
+}
+
+void GroupWorker::note_first_post(const Request& r) {
+  // Benchmarks recording submit latency read the clock for it; metrics use the pass's clock.
+  const int64_t now = config_.record_submit_latency ? monotonic_ns() : clock_ns_;
+  if (config_.record_submit_latency && submit_latencies_.size() < kMaxLatencySamples) {
+    submit_latencies_.push_back(static_cast<uint32_t>(std::min<int64_t>(now - r.submit_ns, UINT32_MAX)));
+  }
+  if (metrics_.detailed()) metrics_.op(r.op).submit_to_post.record(now - r.submit_ns);
+}
+
+void GroupWorker::count_wr_end(uint8_t op, const PeerEntry& peer, size_t e, ErrorCode code, uint64_t bytes,
+                               int64_t posted_ns) {
+  OpCells& op_cells = metrics_.op(op);
+  DomainCells& domain_cells = metrics_.domain(e);
+  PeerCells* peer_cells = peer.metrics;
+  if (code == ErrorCode::kOk) {
+    op_cells.wrs_completed.add();
+    domain_cells.wrs_completed.add();
+    domain_cells.bytes_written.add(bytes);
+  } else {
+    op_cells.wrs_failed[static_cast<size_t>(code)].add();
+    domain_cells.wrs_failed.add();
+  }
+  if (!peer_cells) return;
+  peer_cells->inflight.sub();
+  if (code == ErrorCode::kOk) {
+    peer_cells->wrs_completed.add();
+    peer_cells->bytes_written.add(bytes);
+    if (posted_ns != 0) peer_cells->wr_latency.record(clock_ns_ - posted_ns);
+  } else {
+    peer_cells->wrs_failed.add();
+  }
 }
 
 // Callers already have their Cancelled; give the provider a moment to finish what it holds

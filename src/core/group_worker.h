@@ -22,6 +22,7 @@
 #include "core/peer_registry.h"
 #include "core/request_pool.h"
 #include "core/worker_inbox.h"
+#include "core/worker_metrics.h"
 #include "fabric_lib/health.h"
 #include "fabric_lib/idle_policy.h"
 #include "fabric_lib/stats.h"
@@ -30,19 +31,10 @@
 
 namespace fabric_lib::detail {
 
-// Engine-wide activity counters, bumped by workers and submitters.
-// requests_submitted is written by submitters, the rest by workers: separate cache lines.
+// Engine-wide counters that belong to no group (the rest are each group's WorkerMetrics; the
+// requests submitted, EngineCore's submit stripes).
 struct StatCounters {
-  alignas(64) std::atomic<uint64_t> requests_submitted{0};
-  alignas(64) std::atomic<uint64_t> requests_completed{0};
-  std::atomic<uint64_t> requests_failed{0};
-  std::atomic<uint64_t> wrs_posted{0};
-  std::atomic<uint64_t> imms_received{0};
-  std::atomic<uint64_t> messages_received{0};
-  std::atomic<uint64_t> deadlines_exceeded{0};
-  std::atomic<uint64_t> paths_failed{0};
-  std::atomic<uint64_t> peers_unreachable{0};
-  std::atomic<uint64_t> groups_abandoned{0};
+  alignas(64) std::atomic<uint64_t> groups_abandoned{0};  // by the watchdog thread
 };
 
 struct GroupWorkerConfig {
@@ -60,11 +52,13 @@ struct GroupWorkerConfig {
   uint32_t probe_misses = 3;
   HealthCallback on_health_event;
   bool post_on_caller = true;  // submitters may post on their own thread (own())
+  bool detailed_metrics = true;  // latency histograms and per-peer metrics (worker_metrics.h)
+  bool record_submit_latency = false;  // take_submit_latencies()
 };
 
 class GroupWorker {
  public:
-  GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, CompletionDispatcher& dispatcher, StatCounters& stats);
+  GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, CompletionDispatcher& dispatcher);
   ~GroupWorker();
   GroupWorker(const GroupWorker&) = delete;
   GroupWorker& operator=(const GroupWorker&) = delete;
@@ -100,9 +94,11 @@ class GroupWorker {
   size_t num_domains() const { return config_.domains.size(); }
   const std::vector<std::vector<uint8_t>>& addresses() const { return addresses_; }
   const std::vector<transport::DomainInfo>& infos() const { return infos_; }
-  // Adds this group's per-domain counters to `s` (any thread, once start() succeeded):
-  // wrs_posted_by_domain[d] and the domain stacks' DomainCounters.
+  // Adds this group's counters to `s` (any thread, once start() succeeded): its WorkerMetrics
+  // and the domain stacks' DomainCounters.
   void add_stats(EngineStats& s) const;
+  // This group's metrics (any thread; they live as long as the worker).
+  const WorkerMetrics& metrics() const { return metrics_; }
   // Rotating first domain for round-robin routes.
   uint32_t next_start_domain() { return next_start_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -166,7 +162,14 @@ class GroupWorker {
   bool poll_domain(size_t d, size_t max_events = SIZE_MAX);
   void on_wr_done(WrRecord* record, transport::Event& ev);
   void maybe_finish(Request* r);
-  void deliver(Request* r, const Status& status);
+  // `on_owner` false: called by a thread without progress ownership (an abandoned group's).
+  void deliver(Request* r, const Status& status, bool on_owner = true);
+  // Its first WR was posted: the submit-to-post latency (benchmarks, metrics).
+  void note_first_post(const Request& r);
+  // The metrics of a WR that ended: `ok`, or failed with `code` (abandoned by its path too).
+  void count_wr_end(uint8_t op, const PeerEntry& peer, size_t e, ErrorCode code, uint64_t bytes, int64_t posted_ns);
+  // Mirrors a peer's health into its metrics (after every change).
+  void note_health(const PeerEntry& peer);
   void shutdown();
   void drain_before_close();
 
@@ -199,7 +202,6 @@ class GroupWorker {
   GroupWorkerConfig config_;
   ImmCountTable& imms_;
   CompletionDispatcher& dispatcher_;
-  StatCounters& stats_;
   std::shared_ptr<WorkerInbox> inbox_;
   std::thread thread_;
   std::promise<void> exited_;  // set as the thread ends
@@ -215,7 +217,10 @@ class GroupWorker {
   std::vector<transport::Domain*> raw_domains_;
   std::vector<std::vector<uint8_t>> addresses_;
   std::vector<transport::DomainInfo> infos_;
-  std::vector<std::atomic<uint64_t>> wrs_posted_by_domain_;  // sized at construction
+  WorkerMetrics metrics_;
+  // The worker's latest clock read (its pass, its last poll batch with events, its posting pass
+  // when metrics are on): the time of the events it handles now. Progress owner only.
+  int64_t clock_ns_ = 0;
   std::vector<std::shared_ptr<const transport::DomainCounters>> domain_counters_;  // set by open_domains()
   PeerRegistry peers_;
   WrRecordPool records_;

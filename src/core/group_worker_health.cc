@@ -28,7 +28,7 @@ bool GroupWorker::expire_deadlines(int64_t now) {
     if (it == live_.end() || it->second != e.request || e.request->delivered) return;  // moved on
     Request* r = e.request;
     if (!r->failed) r->fail(Status(ErrorCode::kDeadlineExceeded, "request passed its deadline"));
-    stats_.deadlines_exceeded.fetch_add(1, std::memory_order_relaxed);
+    metrics_.events().deadlines_exceeded.add();
     // Delivered now; unposted WRs are dropped by post_pending and late completions are absorbed
     // until the request's last WR is accounted for.
     deliver(r, r->error);
@@ -49,10 +49,12 @@ bool GroupWorker::sweep_stalls(int64_t now) {
       const Path& path = peer.paths[d];
       if (!path.up) continue;
       if (path.inflight > 0 && now - path.last_progress_ns > stall) {
+        metrics_.events().stalls_detected.add();
         path_failed(peer, d, Status(ErrorCode::kPeerUnreachable,
                                     "no completion on domain " + std::to_string(d) + " for " + ms_text(now - path.last_progress_ns)));
         any = true;
       } else if (path.blocked_since_ns != 0 && now - path.blocked_since_ns > stall) {
+        metrics_.events().stalls_detected.add();
         path_failed(peer, d, Status(ErrorCode::kPeerUnreachable, "the provider refused WRs on domain " + std::to_string(d) +
                                                                      " for " + ms_text(now - path.blocked_since_ns)));
         any = true;
@@ -66,7 +68,8 @@ void GroupWorker::path_failed(PeerEntry& peer, size_t d, const Status& why) {
   Path& path = peer.paths[d];
   if (!path.up) return;
   path.up = false;
-  stats_.paths_failed.fetch_add(1, std::memory_order_relaxed);
+  metrics_.events().path_failures.add();
+  if (peer.metrics) peer.metrics->path_failures.add();
   const bool last = peer.paths_up() == 0;
   const Status failure(last ? ErrorCode::kPeerUnreachable : ErrorCode::kDomainDown,
                        "domain " + std::to_string(d) + " to this peer failed: " + why.message());
@@ -81,6 +84,7 @@ void GroupWorker::path_failed(PeerEntry& peer, size_t d, const Status& why) {
     rec->abandoned = true;  // released when (if ever) the provider reports it
     Request* r = rec->request;
     --r->inflight;  // the domain keeps counting it until the provider gives it back
+    count_wr_end(rec->op, peer, d, failure.code(), 0, 0);
     if (r->kind == RequestKind::kSend && r->send_slot >= 0) {
       send_slots_.release(r->send_slot);
       r->send_slot = -1;
@@ -110,7 +114,8 @@ void GroupWorker::peer_unreachable(PeerEntry& peer, const Status& why) {
   peer.health = PeerHealth::kUnreachable;
   peer.unreachable_since_ns = monotonic_ns();
   peer.last_error = Status(ErrorCode::kPeerUnreachable, why.message());
-  stats_.peers_unreachable.fetch_add(1, std::memory_order_relaxed);
+  metrics_.events().peers_unreachable.add();
+  if (peer.metrics) peer.metrics->times_unreachable.add();
   for (size_t d = 0; d < peer.paths.size(); ++d) {
     Path& path = peer.paths[d];
     if (path.up && path.inflight > 0) {
@@ -128,6 +133,8 @@ void GroupWorker::path_recovered(PeerEntry& peer, size_t d) {
   path.up = true;
   path.probe_misses = 0;
   path.last_progress_ns = monotonic_ns();
+  metrics_.events().path_recoveries.add();
+  if (peer.metrics) peer.metrics->path_recoveries.add();
   if (peer.health == PeerHealth::kUnreachable) peer.last_error = ok_status();
   peer.health = peer.paths_up() == peer.paths.size() ? PeerHealth::kHealthy : PeerHealth::kDegraded;
   report(peer, static_cast<int>(d), true, ok_status());
@@ -153,11 +160,22 @@ void GroupWorker::maybe_retry_peer(PeerEntry& peer, int64_t now) {
     path.recovery_probes = 0;
   }
   peer.health = PeerHealth::kHealthy;
+  metrics_.events().peer_retries.add();
+  if (peer.metrics) peer.metrics->retries.add();
   report(peer, -1, true, Status(ErrorCode::kPeerUnreachable, "retrying a peer that was unreachable: " + peer.last_error.message()));
   peer.last_error = ok_status();
 }
 
+void GroupWorker::note_health(const PeerEntry& peer) {
+  if (!peer.metrics) return;
+  peer.metrics->health.store(static_cast<uint8_t>(peer.health), std::memory_order_relaxed);
+  uint32_t up = 0;
+  for (const Path& p : peer.paths) up += p.up ? 1 : 0;
+  peer.metrics->paths_up.store(up, std::memory_order_relaxed);
+}
+
 void GroupWorker::report(const PeerEntry& peer, int domain, bool up, const Status& reason) {
+  note_health(peer);
   if (!config_.on_health_event) return;
   HealthEvent event;
   event.group = config_.group;
@@ -219,6 +237,7 @@ void GroupWorker::forget_peer(const MrDesc& desc) {
   }
   peer->health = PeerHealth::kHealthy;
   peer->last_error = ok_status();
+  note_health(*peer);
 }
 
 }  // namespace fabric_lib::detail

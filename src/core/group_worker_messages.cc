@@ -77,7 +77,7 @@ void GroupWorker::on_recv(RecvSlot* slot, const transport::Event& ev) {
     repost(slot);
     return;
   }
-  stats_.messages_received.fetch_add(1, std::memory_order_relaxed);
+  metrics_.events().messages_received.add();
   const uint64_t length = std::min<uint64_t>(ev.length, owner->slot_bytes);
   // The buffer goes back to the worker only after the callback has read it.
   dispatcher_.post([owner, slot, length, inbox = inbox_, this] {

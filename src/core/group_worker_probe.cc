@@ -128,6 +128,7 @@ bool GroupWorker::probe_sweep(int64_t now) {
         continue;
       }
       if (path.probe_seq != 0 && ++path.probe_misses >= config_.probe_misses && path.up) {
+        metrics_.events().probe_failures.add();
         path_failed(peer, d, Status(ErrorCode::kPeerUnreachable, std::to_string(path.probe_misses) + " pings unanswered"));
         any = true;
         continue;

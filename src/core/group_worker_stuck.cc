@@ -11,7 +11,7 @@ void GroupWorker::take_over_stuck(const Status& why) {
   abandoned_.store(true, std::memory_order_seq_cst);
   FL_LOG_ERROR("group {}: {}", config_.group, why.to_string());
   for (auto& [id, r] : live_) {
-    if (!r->delivered) deliver(r, why);
+    if (!r->delivered) deliver(r, why, /*on_owner=*/false);
   }
   for (const auto& pool : recv_pools_) {
     if (pool->on_error) dispatcher_.post([pool, why] { pool->on_error(why); });
@@ -25,7 +25,7 @@ void GroupWorker::fail_orphans() {
   size_t n;
   while ((n = inbox_->pop_requests(batch, 64)) > 0) {
     for (size_t i = 0; i < n; ++i) {
-      deliver(batch[i], abandon_reason_);
+      deliver(batch[i], abandon_reason_, /*on_owner=*/false);
       config_.requests->release(batch[i]);
     }
   }

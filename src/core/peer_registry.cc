@@ -1,5 +1,7 @@
 #include "core/peer_registry.h"
 
+#include "core/worker_metrics.h"
+
 namespace fabric_lib::detail {
 
 size_t PeerEntry::paths_up() const {
@@ -23,6 +25,7 @@ PeerEntry& PeerRegistry::entry(std::span<const uint8_t> key) {
   peer->key.assign(key.begin(), key.end());
   peer->paths.resize(domains_);
   peer->paths[0].address = peer->key;
+  if (metrics_) peer->metrics = metrics_->add_peer(peer->key, domains_);
   PeerEntry& ref = *peer;
   peers_.emplace(std::string(k), std::move(peer));
   return ref;

@@ -24,13 +24,18 @@ namespace fabric_lib::detail {
 
 struct Request;
 struct PeerEntry;
+struct PeerCells;
+class WorkerMetrics;
 
 // One WR handed to a domain: the completion event's context.
 struct WrRecord {
   Request* request = nullptr;
   PeerEntry* peer = nullptr;
   uint32_t domain = 0;
+  uint8_t op = 0;          // the request's OpType (the request may be gone when an abandoned WR returns)
   bool abandoned = false;  // its path failed: the request no longer waits for it
+  uint64_t bytes = 0;      // payload
+  int64_t posted_ns = 0;   // when it was posted (metrics on)
   WrRecord* prev = nullptr;
   WrRecord* next = nullptr;
 };
@@ -88,6 +93,7 @@ struct PeerEntry {
   PeerHealth health = PeerHealth::kHealthy;
   int64_t unreachable_since_ns = 0;
   Status last_error;
+  PeerCells* metrics = nullptr;  // its metrics (null while metrics are off)
 
   size_t paths_up() const;  // usable paths
   bool any_inflight() const;
@@ -95,7 +101,8 @@ struct PeerEntry {
 
 class PeerRegistry {
  public:
-  explicit PeerRegistry(size_t domains) : domains_(domains) {}
+  // `metrics`: where new peers get their metrics cells (may be null).
+  PeerRegistry(size_t domains, WorkerMetrics* metrics) : domains_(domains), metrics_(metrics) {}
 
   // The peer that owns the descriptor's region; learns or refreshes its path addresses.
   PeerEntry& for_desc(const MrDesc& desc, std::vector<transport::Domain*>& domains);
@@ -120,6 +127,7 @@ class PeerRegistry {
   PeerEntry& entry(std::span<const uint8_t> key);
 
   size_t domains_;
+  WorkerMetrics* metrics_;
   struct Hash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }

@@ -26,7 +26,9 @@ void Request::reset() {
   send_length = 0;
   send_to = DomainAddress();
   send_slot = -1;
+  op = 0;
   submit_ns = 0;
+  first_posted = false;
   deadline_ns = 0;
   unposted = 0;
   inflight = 0;

@@ -43,8 +43,12 @@ struct Request {
   DomainAddress send_to;
   int send_slot = -1;
 
-  // When the submit call began (monotonic_ns), when submit latency is recorded; 0 otherwise.
+  // The submit call it came from (fabric_lib/metrics.h's OpType).
+  uint8_t op = 0;
+  // When the submit call began (monotonic_ns) when it is timed (metrics on, or submit latency
+  // recorded); 0 otherwise.
   int64_t submit_ns = 0;
+  bool first_posted = false;  // its first WR was handed to a domain
   // monotonic_ns by which the request must have completed; 0 = none.
   int64_t deadline_ns = 0;
 

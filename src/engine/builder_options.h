@@ -23,6 +23,7 @@ struct TransferEngineBuilder::Options {
   bool gpu_memory_on_nic = true;     // FI_HMEM where the provider offers it (CUDA builds)
   std::string ipc_gpu_copies = "auto";
   uint64_t reorder_seed = 0;
+  std::string metrics_endpoint;      // "" = no Prometheus endpoint
   // Everything the core takes as it is (groups, open_domain and the backend come from the above).
   detail::EngineOptions core;
   // Tests only (engine/builder_testing.h): wraps every domain the backend factory opens.

@@ -6,13 +6,33 @@
 #include "core/prepared_data.h"
 #include "core/uvm_watcher_state.h"
 #include "engine/engine_impl.h"
+#ifdef FABRIC_LIB_HAVE_PROMETHEUS
+#include "exporter/prometheus_endpoint.h"
+#endif
 
 namespace fabric_lib {
 
-Result<std::unique_ptr<TransferEngine::Impl>> TransferEngine::Impl::start(detail::EngineOptions options) {
+Result<std::unique_ptr<TransferEngine::Impl>> TransferEngine::Impl::start(detail::EngineOptions options,
+                                                                          const std::string& metrics_endpoint) {
+#ifndef FABRIC_LIB_HAVE_PROMETHEUS
+  if (!metrics_endpoint.empty()) {
+    return unsupported("metrics_endpoint: this fabric-lib was built without prometheus-cpp "
+                       "(FABRIC_LIB_METRICS_EXPORTER; Debian's prometheus-cpp-dev)");
+  }
+#endif
   auto impl = std::make_unique<Impl>();
   impl->core = std::make_unique<detail::EngineCore>(std::move(options));
   FABRIC_LIB_RETURN_IF_ERROR(impl->core->start());
+#ifdef FABRIC_LIB_HAVE_PROMETHEUS
+  if (!metrics_endpoint.empty()) {
+    detail::EngineCore* core = impl->core.get();
+    Result<std::unique_ptr<exporter::PrometheusEndpoint>> endpoint =
+        exporter::PrometheusEndpoint::start(metrics_endpoint, [core] { return core->metrics(); });
+    if (!endpoint.ok()) return endpoint.status();
+    impl->endpoint_address = (*endpoint)->address();
+    impl->endpoint = std::shared_ptr<exporter::PrometheusEndpoint>(std::move(endpoint).value());
+  }
+#endif
   return impl;
 }
 
@@ -122,5 +142,8 @@ bool TransferEngine::on_callback_thread() const { return impl_->core->on_callbac
 EngineStats TransferEngine::stats() const { return impl_->core->stats(); }
 std::vector<uint32_t> TransferEngine::take_submit_latencies_ns() { return impl_->core->take_submit_latencies_ns(); }
 std::vector<PeerStatus> TransferEngine::peer_status(size_t group) { return impl_->core->peer_status(group); }
+Metrics TransferEngine::metrics() const { return impl_->core->metrics(); }
+MetricsRegistry& TransferEngine::metrics_registry() { return impl_->core->metrics_registry(); }
+std::string TransferEngine::metrics_endpoint() const { return impl_->endpoint_address; }
 
 }  // namespace fabric_lib

@@ -96,6 +96,14 @@ TransferEngineBuilder& TransferEngineBuilder::record_submit_latency(bool on) {
   options_->core.record_submit_latency = on;
   return *this;
 }
+TransferEngineBuilder& TransferEngineBuilder::metrics(bool on) {
+  options_->core.metrics = on;
+  return *this;
+}
+TransferEngineBuilder& TransferEngineBuilder::metrics_endpoint(std::string address) {
+  options_->metrics_endpoint = std::move(address);
+  return *this;
+}
 TransferEngineBuilder& TransferEngineBuilder::from_topology(const Topology& topology, size_t nets_per_gpu) {
   if (topology.groups.empty()) return *this;
   size_t domains = nets_per_gpu;
@@ -146,6 +154,7 @@ Status apply_environment(Options& o) {
     }
   }
   if (const char* env = std::getenv("FABRIC_LIB_HMEM"); env && std::strcmp(env, "0") == 0) o.gpu_memory_on_nic = false;
+  if (const char* env = std::getenv("FABRIC_LIB_METRICS_ADDR"); env && *env) o.metrics_endpoint = env;
   for (const char* name : {"FABRIC_LIB_IPC_COPY", "FABRIC_LIB_NVLINK_COPY"}) {  // the second: its old name
     if (const char* env = std::getenv(name); env && *env) {
       o.ipc_gpu_copies = env;
@@ -231,7 +240,7 @@ Result<std::unique_ptr<TransferEngine>> TransferEngineBuilder::build() const {
   backend.want_wait_fd = o.core.idle_policy != IdlePolicy::kSpin;
   backend.decorate = o.decorate_domains;
   core.open_domain = engine::make_backend_factory(std::move(backend));
-  Result<std::unique_ptr<TransferEngine::Impl>> impl = TransferEngine::Impl::start(std::move(core));
+  Result<std::unique_ptr<TransferEngine::Impl>> impl = TransferEngine::Impl::start(std::move(core), o.metrics_endpoint);
   if (!impl.ok()) return impl.status();
   return std::unique_ptr<TransferEngine>(new TransferEngine(std::move(impl).value()));
 }

@@ -134,6 +134,8 @@ def test_type_stubs_match_the_extension():
         tree = ast.parse(f.read())
     stubbed = set()
     for node in tree.body:
+        if isinstance(node, ast.ClassDef) and any(getattr(b, "id", None) == "TypedDict" for b in node.bases):
+            continue  # the shape of a returned dict (e.g. metrics()), not a class of the extension
         if isinstance(node, ast.ClassDef):
             stubbed.add(node.name)
             cls = getattr(_fabric_lib, node.name, None)

@@ -53,6 +53,11 @@ Agent::Agent(std::unique_ptr<TransferEngine> engine, std::unique_ptr<tools::Regi
       {"send", 5, [](Agent& a, W w) { return a.send(w); }},
       {"write_burst", 5, [](Agent& a, W w) { return a.write_burst(w); }},
       {"burst_status", 1, [](Agent& a, W) { return a.burst_status(); }},
+      {"metrics_endpoint", 1,
+       [](Agent& a, W) {
+         const std::string e = a.engine_->metrics_endpoint();
+         return e.empty() ? std::string("none") : e;
+       }},
       {"stop", 1,
        [](Agent& a, W) {
          Status s = a.engine_->stop();

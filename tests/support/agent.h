@@ -15,6 +15,7 @@
 //                                        (exactly once, checked over a quiet interval)
 //   write_burst <desc_hex> <count> <chunk> <imm>   submit count writes from the region
 //   burst_status                         "<finished> <exactly_once 0|1> <code>=<n> ..."
+//   metrics_endpoint                     the engine's Prometheus endpoint "host:port", or "none"
 //   stop                                 engine->stop()
 // Request forms (agent_forms.cc):
 //   every <imm> <n> <counter|callback|flag>   imms().expect_every(imm, n, sink of that kind)

@@ -2,12 +2,14 @@
 
 namespace fabric_lib::bench {
 
-Result<std::unique_ptr<TransferEngine>> build_bench_engine(const EngineConfig& config, bool record_submit_latency) {
+Result<std::unique_ptr<TransferEngine>> build_bench_engine(const EngineConfig& config, bool record_submit_latency,
+                                                           bool metrics) {
   TransferEngineBuilder builder;
   builder.provider(config.provider)
       .domains_per_group(config.domains)
       .idle_policy(config.spin ? IdlePolicy::kSpin : IdlePolicy::kAdaptive)
-      .record_submit_latency(record_submit_latency);
+      .record_submit_latency(record_submit_latency)
+      .metrics(metrics);
   if (!config.interface_name.empty()) builder.interfaces({config.interface_name});
   return builder.build();
 }

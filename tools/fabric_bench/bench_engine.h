@@ -16,8 +16,10 @@ struct EngineConfig {
 };
 
 // Builds an engine for `config`. `record_submit_latency` turns on the engine's submit-to-post
-// clock (the submit mode only: it costs a clock read per submit).
-Result<std::unique_ptr<TransferEngine>> build_bench_engine(const EngineConfig& config, bool record_submit_latency);
+// clock (the submit mode only: it costs a clock read per submit); `metrics` is
+// TransferEngineBuilder::metrics() (off only in the metrics mode's baseline).
+Result<std::unique_ptr<TransferEngine>> build_bench_engine(const EngineConfig& config, bool record_submit_latency,
+                                                           bool metrics = true);
 
 // "setup" command words and back (interface "" travels as "-").
 std::string encode_engine_config(const EngineConfig& config);

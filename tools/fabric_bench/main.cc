@@ -1,5 +1,5 @@
 // fabric-bench: the paper's Figures 7-8 measurements (single and paged WRITE bandwidth, imm round
-// trips, scatter posting, submit overhead, prepared vs plain submits) on any libfabric provider, against a raw fi_writedata
+// trips, scatter posting, submit overhead, prepared vs plain submits, metrics on vs off) on any libfabric provider, against a raw fi_writedata
 // loop on the same provider in the same run.
 //
 //   fabric-bench --local [options]               starts its own target process on this host
@@ -47,13 +47,14 @@ bool parse_modes(const std::string& text, std::vector<Mode>* out) {
                                              {"imm", Mode::kImm},
                                              {"scatter", Mode::kScatter},
                                              {"submit", Mode::kSubmit},
-                                             {"prepared", Mode::kPrepared}};
+                                             {"prepared", Mode::kPrepared},
+                                             {"metrics", Mode::kMetrics}};
   out->clear();
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
     if (item == "all") {
-      *out = {Mode::kSingle, Mode::kPaged, Mode::kImm, Mode::kScatter, Mode::kSubmit, Mode::kPrepared};
+      *out = {Mode::kSingle, Mode::kPaged, Mode::kImm, Mode::kScatter, Mode::kSubmit, Mode::kPrepared, Mode::kMetrics};
       continue;
     }
     auto it = names.find(item);
@@ -95,6 +96,9 @@ Status run_configuration(const BenchOptions& o, PeerLink& peer, size_t domains, 
       case Mode::kPrepared:
         s = run_prepared_mode(init, rows);
         break;
+      case Mode::kMetrics:
+        s = run_metrics_mode(init, rows);
+        break;
     }
     if (!s.ok()) return Status(s.code(), std::string(mode_name(m)) + " mode: " + s.message());
   }
@@ -120,7 +124,7 @@ int main(int argc, char** argv) {
   app.add_flag("--server", server, "be the target for an initiator on another host");
   app.add_option("--listen", listen, "server: [HOST]:PORT to listen on")->capture_default_str();
   app.add_option("--connect", connect, "initiator: HOST:PORT of a fabric-bench --server");
-  app.add_option("--mode", modes, "single,paged,imm,scatter,submit,prepared or all")->capture_default_str();
+  app.add_option("--mode", modes, "single,paged,imm,scatter,submit,prepared,metrics or all")->capture_default_str();
   app.add_option("--provider", o.provider,
                  "libfabric provider (tcp, shm, udp;ofi_rxd, efa, verbs;ofi_rxm, ...), or ipc (GPU to GPU on this host, "
                  "against cudaMemcpyPeerAsync; --local only)")
@@ -145,7 +149,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   app.add_option("--scatter-peers", peers_text, "peer counts of the scatter sweep (default 1,2,4,...,64)");
   app.add_option("--scatter-bytes", scatter_bytes, "bytes written to each scatter peer")->capture_default_str();
-  app.add_option("--submit-bytes", submit_bytes, "write size of the submit mode")->capture_default_str();
+  app.add_option("--submit-bytes", submit_bytes, "write size of the submit and metrics modes")->capture_default_str();
   app.add_option("--latency-iterations", o.latency_iterations, "samples per latency point (imm, scatter, submit)")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000000));

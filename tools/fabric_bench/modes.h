@@ -1,4 +1,4 @@
-// The six fabric-bench modes. Each verifies the bytes (or imm counts) of at least one full
+// The seven fabric-bench modes. Each verifies the bytes (or imm counts) of at least one full
 // iteration at the target before it measures, and appends one Row per measured point.
 #pragma once
 
@@ -22,6 +22,8 @@ Status run_scatter_mode(Initiator& init, std::vector<Row>& rows);
 Status run_submit_mode(Initiator& init, std::vector<Row>& rows);
 // Submit-call time of plain against prepared requests (paged write, scatter to P peers).
 Status run_prepared_mode(Initiator& init, std::vector<Row>& rows);
+// Op rate of small writes with the engine's metrics on against off (metrics_mode.cc).
+Status run_metrics_mode(Initiator& init, std::vector<Row>& rows);
 
 // --- shared by the modes (regions.cc) -------------------------------------------------------------
 

@@ -65,6 +65,7 @@ size_t points_of(Mode mode, const BenchOptions& options) {
       return options.scatter_peers.size();
     case Mode::kImm:
     case Mode::kSubmit:
+    case Mode::kMetrics:
       return 1;
     case Mode::kPrepared:
       return 1 + options.scatter_peers.size();
@@ -86,6 +87,8 @@ const char* mode_name(Mode m) {
       return "submit";
     case Mode::kPrepared:
       return "prepared";
+    case Mode::kMetrics:
+      return "metrics";
   }
   return "?";
 }

@@ -9,7 +9,7 @@
 
 namespace fabric_lib::bench {
 
-enum class Mode { kSingle, kPaged, kImm, kScatter, kSubmit, kPrepared };
+enum class Mode { kSingle, kPaged, kImm, kScatter, kSubmit, kPrepared, kMetrics };
 
 struct BenchOptions {
   std::vector<Mode> modes;
@@ -34,7 +34,7 @@ struct BenchOptions {
   size_t pages_per_request = 64;
   std::vector<size_t> scatter_peers;    // peer counts of the scatter sweep
   uint64_t scatter_bytes = 4096;        // bytes to each peer
-  uint64_t submit_bytes = 4096;         // write size of the submit-overhead mode
+  uint64_t submit_bytes = 4096;         // write size of the submit-overhead and metrics modes
   size_t latency_iterations = 1000;     // imm round trips, scatters and submits per point
 
   uint64_t max_region_bytes = 256ull << 20;  // cap of each side's registered region

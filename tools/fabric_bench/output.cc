@@ -216,6 +216,14 @@ std::vector<std::string> evaluate_targets(const std::vector<Row>& rows) {
                     verdict(*r.p50_us < *plain->p50_us, "by " + cell(*r.p50_us - *plain->p50_us, 2) + " us").c_str());
       lines.push_back(who + buf);
     }
+    // 8. metrics cost at most 2% of the op rate (metrics on / off, measured in this run).
+    for (const Row& r : rows) {
+      if (r.provider != provider || r.domains != domains || r.mode != "metrics" || !r.ratio) continue;
+      std::snprintf(buf, sizeof(buf), "metrics on vs off, op rate >= 0.98x (%s writes): median pair %.3fx (best %.3f vs %.3f Mops): %s",
+                    format_size(r.size).c_str(), *r.ratio, r.engine_mops.value_or(0), r.raw_mops.value_or(0),
+                    verdict(*r.ratio >= 0.98, "by " + cell(0.98 - *r.ratio, 3)).c_str());
+      lines.push_back(who + buf);
+    }
   }
   return lines;
 }

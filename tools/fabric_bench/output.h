@@ -19,9 +19,11 @@ inline constexpr const char* kCsvHeader = "mode,provider,domains,size,engine_gbp
 // One measured point. `size` is the write size (single, submit), the page size (paged), 0 (imm),
 // the number of peers (scatter-post, scatter-complete, plain-scatter, prepared-scatter) or of pages
 // (plain-paged, prepared-paged). The plain-/prepared- rows hold the submit call's p50/p99; a
-// prepared row's ratio is plain p50 / prepared p50. Empty optionals print as empty cells.
+// prepared row's ratio is plain p50 / prepared p50. The metrics row (size: the write size) holds
+// the engine with metrics on in engine_* and the same engine with metrics off, the baseline, in
+// raw_* (best runs of each); its ratio is the median of on / off op rate over back-to-back pairs. Empty optionals print as empty cells.
 struct Row {
-  std::string mode;  // single, paged, imm, scatter-post, scatter-complete, submit, plain-*/prepared-*
+  std::string mode;  // single, paged, imm, scatter-post, scatter-complete, submit, plain-*/prepared-*, metrics
   std::string provider;
   size_t domains = 1;
   uint64_t size = 0;

@@ -17,7 +17,7 @@ std::string_view kv_poll_name(KvPoll poll) {
 
 Decoder::Impl::Impl(TransferEngine& e, DecoderOptions o)
     : engine(e), options(std::move(o)), self(e.main_address()), incarnation(new_incarnation()),
-      imms(options.max_requests, options.imm_tag) {}
+      imms(options.max_requests, options.imm_tag), metrics(KvStateMetrics::create(e, "decoder")) {}
 
 Result<std::unique_ptr<Decoder>> Decoder::create(TransferEngine& engine, DecoderOptions options) {
   FABRIC_LIB_RETURN_IF_ERROR(options.layout.validate());
@@ -141,8 +141,10 @@ Status Decoder::Impl::start(DecodeRequest q) {
   if (r->expected == 0) {  // the decoder already holds everything (prefix reuse, no tail)
     Deferred d;
     std::lock_guard lock(mu);
+    metrics.started.add();
     r->poll = KvPoll::kSuccess;
     counters.requests_succeeded++;
+    metrics.succeeded.add();
     settle_locked(*r, now, d);
     return ok_status();
   }
@@ -173,6 +175,8 @@ Status Decoder::Impl::start(DecodeRequest q) {
     counters.requests_started--;
     return s;
   }
+  // Counted once start() can no longer take the request back (the metric has no decrement).
+  metrics.started.add();
   for (auto& [k, bytes] : to_send) {
     auto id = engine.submit_send(r->sources[k].address, bytes, Completion::callback([weak, imm, k = k](const Status& st) {
                                    if (auto i = weak.lock()) i->on_dispatch_sent(imm, k, st);
@@ -201,6 +205,7 @@ void Decoder::Impl::fail_locked(Request& r, Status why, Clock::time_point now, D
   r.poll = KvPoll::kFailed;
   r.error = std::move(why);
   counters.requests_failed++;
+  metrics.failed.add();
   d.cancel_expectations.push_back(r.imm);
   cancel_at_sources_locked(r, now, d);
   settle_locked(r, now, d);

@@ -17,6 +17,7 @@ void Decoder::Impl::on_expectation(uint32_t imm, const Status& st) {
       if (r.poll == KvPoll::kFailed) return;  // it was cancelled as the last imm arrived: wait for the confirmations
       r.poll = KvPoll::kSuccess;
       counters.requests_succeeded++;
+      metrics.succeeded.add();
       settle_locked(r, now, d);
     } else {
       Status why = st.code() == ErrorCode::kDeadlineExceeded

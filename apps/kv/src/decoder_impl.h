@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "fabric_lib/kv/decoder.h"
+#include "kv_metrics.h"
 #include "peer_table.h"
 #include "ticker.h"
 
@@ -88,6 +89,7 @@ struct Decoder::Impl : std::enable_shared_from_this<Decoder::Impl> {
   Clock::time_point next_heartbeat{};
   bool stopped = false;
   DecoderStats counters;
+  KvStateMetrics metrics;  // the same events on the engine's MetricsRegistry
 };
 
 }  // namespace fabric_lib::kv

@@ -4,7 +4,8 @@
 namespace fabric_lib::kv {
 
 Prefiller::Impl::Impl(TransferEngine& e, PrefillerOptions o)
-    : engine(e), options(std::move(o)), self(e.main_address()), incarnation(new_incarnation()) {}
+    : engine(e), options(std::move(o)), self(e.main_address()), incarnation(new_incarnation()),
+      metrics(KvStateMetrics::create(e, "prefiller")) {}
 
 Result<std::unique_ptr<Prefiller>> Prefiller::create(TransferEngine& engine, PrefillerOptions options) {
   FABRIC_LIB_RETURN_IF_ERROR(options.layout.validate());
@@ -44,6 +45,7 @@ std::shared_ptr<Prefiller::Impl::Request>& Prefiller::Impl::request_locked(const
   if (!r) {
     r = std::make_shared<Request>();
     r->id = id;
+    metrics.started.add();
     r->ready_tokens.assign(options.layout.num_layers, 0);
   }
   return r;

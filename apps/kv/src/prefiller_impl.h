@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "fabric_lib/kv/prefiller.h"
+#include "kv_metrics.h"
 #include "peer_table.h"
 #include "ticker.h"
 
@@ -108,6 +109,7 @@ struct Prefiller::Impl : std::enable_shared_from_this<Prefiller::Impl> {
   Clock::time_point next_heartbeat{};
   bool stopping = false;
   PrefillerStats counters;
+  KvStateMetrics metrics;  // requests by state on the engine's MetricsRegistry
 };
 
 }  // namespace fabric_lib::kv

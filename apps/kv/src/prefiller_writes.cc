@@ -186,6 +186,7 @@ void Prefiller::Impl::settle_locked(Request& r, Deferred& d) {
   for (auto& [rank, dest] : r.dests) ended = ended && dest->state == Dest::State::kEnded;
   if ((s.poll == KvPoll::kSuccess || s.poll == KvPoll::kFailed) && ended) {
     r.reported = true;
+    (s.poll == KvPoll::kSuccess ? metrics.succeeded : metrics.failed).add();
     finished.push_back({r.id, s.poll == KvPoll::kSuccess ? ok_status() : r.error});
     settled.notify_all();
   }

@@ -98,6 +98,16 @@ Result<std::unique_ptr<AllToAll>> AllToAll::create(const MoeConfig& config, Tran
   impl->st.config = config;
   impl->st.g = Geometry::from(config);
   impl->st.on_gpu = device >= 0;
+  {
+    const MetricLabels labels = {{"path", config.path == Path::kDirect ? "direct" : "proxy"},
+                                 {"device", device >= 0 ? "gpu" : "cpu"}};
+    MetricsRegistry& r = engine.metrics_registry();
+    Result<MetricHistogram> h = r.histogram("fabric_lib_moe_step_seconds",
+                                            "MoE dispatch + combine step: dispatch_send's call to combine_recv's return.", labels);
+    Result<MetricCounter> c = r.counter("fabric_lib_moe_steps_total", "MoE dispatch + combine steps completed.", labels);
+    if (h.ok()) impl->step_seconds = *h;  // constant, valid names: cannot fail
+    if (c.ok()) impl->steps = *c;
+  }
   FABRIC_LIB_RETURN_IF_ERROR(impl->allocate_and_register());
   return std::unique_ptr<AllToAll>(new AllToAll(std::move(impl)));
 }
@@ -167,6 +177,7 @@ Status AllToAll::connect(std::span<const std::vector<uint8_t>> infos) {
 Status AllToAll::dispatch_send(const DispatchSendArgs& args, void* stream) {
   AllToAllImpl& m = *impl_;
   FABRIC_LIB_RETURN_IF_ERROR(m.check_phase(AllToAllImpl::Phase::kIdle, "dispatch_send"));
+  m.step_start = std::chrono::steady_clock::now();
   Status s = m.gpu ? m.gpu->dispatch_send(args, stream) : detail::cpu_dispatch_send(m.st, m.cpu, args);
   if (!s.ok()) return s;
   m.phase = AllToAllImpl::Phase::kDispatchSent;
@@ -194,7 +205,11 @@ Status AllToAll::combine_recv(const CombineRecvArgs& args, void* stream) {
   AllToAllImpl& m = *impl_;
   FABRIC_LIB_RETURN_IF_ERROR(m.check_phase(AllToAllImpl::Phase::kCombineSent, "combine_recv"));
   Status s = m.gpu ? m.gpu->combine_recv(args, stream) : detail::cpu_combine_recv(m.st, m.cpu, args);
-  if (s.ok()) m.phase = AllToAllImpl::Phase::kIdle;
+  if (s.ok()) {
+    m.phase = AllToAllImpl::Phase::kIdle;
+    m.step_seconds.observe(std::chrono::steady_clock::now() - m.step_start);
+    m.steps.add();
+  }
   return s;
 }
 

@@ -2,6 +2,7 @@
 // the halves, and the GPU part (CUDA builds).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -65,6 +66,11 @@ struct AllToAllImpl {
   CpuStep cpu;
   enum class Phase { kIdle, kDispatchSent, kDispatchReceived, kCombineSent, kFinished } phase = Phase::kIdle;
   uint64_t issued = 0;
+  // Step latency on the engine's MetricsRegistry: dispatch_send's call to combine_recv's return
+  // (host time; on the GPU paths the time to issue the step's work).
+  MetricHistogram step_seconds;
+  MetricCounter steps;
+  std::chrono::steady_clock::time_point step_start;
 
   ~AllToAllImpl();
   Status allocate_and_register();

@@ -39,6 +39,7 @@ Result<std::unique_ptr<TrainerEndpoint>> TrainerEndpoint::create(TransferEngine&
   if (options.watermark_bytes < 4096) return invalid_argument("trainer endpoint: watermark below 4096 bytes");
   auto st = std::make_shared<State>();
   st->engine = &engine;
+  st->step_metrics = detail::StepMetrics(engine);
   st->options = std::move(options);
   st->metadata.rank = st->options.rank;
   st->metadata.world = st->options.world;

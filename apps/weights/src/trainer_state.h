@@ -10,12 +10,14 @@
 #include "fabric_lib/weights/trainer.h"
 #include "mailbox.h"
 #include "preparer.h"
+#include "step_metrics.h"
 
 namespace fabric_lib::weights {
 
 struct TrainerEndpoint::State {
   TransferEngine* engine = nullptr;
   TrainerOptions options;
+  detail::StepMetrics step_metrics;  // every send()'s StepStats, on the engine's MetricsRegistry
   std::shared_ptr<detail::Mailbox> mailbox;
   TrainerMetadata metadata;
   struct Region {

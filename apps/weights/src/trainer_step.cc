@@ -29,6 +29,7 @@ class Step {
     stats_.total_s = seconds_since(start);
     s_.last = stats_;
     std::lock_guard<std::mutex> lock(mu_);
+    s_.step_metrics.record(stats_, error_.ok());
     return error_;
   }
 

@@ -114,6 +114,9 @@ TEST(KvKill, Kill9OfThePrefillerFailsTheDecodersRequestsAndQuarantinesPages) {
   EXPECT_LT(Clock::now() - t0, milliseconds(c.peer_timeout_ms + c.quarantine_ms + 1500));
   EXPECT_EQ(decode.decoder().stats().active_requests, 0u);
   EXPECT_EQ(decode.decoder().stats().peers_declared_dead, 1u);
+  EXPECT_EQ(kv_requests_metric(decode.engine(), "decoder", "started"), 2);
+  EXPECT_EQ(kv_requests_metric(decode.engine(), "decoder", "failed"), 2);
+  EXPECT_EQ(kv_requests_metric(decode.engine(), "decoder", "succeeded"), 0);
 }
 
 TEST(KvKill, Kill9OfTheDecoderEndsThePrefillersRequests) {
@@ -145,6 +148,9 @@ TEST(KvKill, Kill9OfTheDecoderEndsThePrefillersRequests) {
   EXPECT_TRUE(prefill.prefiller().progress(*pass, c.layout.num_layers + 1).code() == ErrorCode::kOk);
   EXPECT_EQ(prefill.prefiller().stats().pages_posted, pages);
   EXPECT_EQ(prefill.prefiller().stats().active_requests, 0u);
+  EXPECT_EQ(kv_requests_metric(prefill.engine(), "prefiller", "started"), 1);
+  EXPECT_EQ(kv_requests_metric(prefill.engine(), "prefiller", "failed"), 1);
+  EXPECT_EQ(kv_requests_metric(prefill.engine(), "prefiller", "succeeded"), 0);
 }
 
 TEST(KvElastic, PrefillersJoinAndLeaveWithoutGlobalInit) {

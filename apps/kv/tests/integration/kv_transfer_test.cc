@@ -40,6 +40,13 @@ TEST_P(KvTransfer, PermutedPagesArriveExactWithTheirTailBothOrdersOfDispatchAndP
   EXPECT_EQ(stat(stats, "tails"), 2u);
   EXPECT_EQ(stat(stats, "completed"), stat(stats, "paged") + 2);
   EXPECT_EQ(decode.decoder().stats().active_requests, 0u);
+  // The requests by state on both engines' MetricsRegistry (what the endpoint serves).
+  EXPECT_EQ(kv_requests_metric(decode.engine(), "decoder", "started"), 2);
+  EXPECT_EQ(kv_requests_metric(decode.engine(), "decoder", "succeeded"), 2);
+  EXPECT_EQ(kv_requests_metric(decode.engine(), "decoder", "failed"), 0);
+  EXPECT_EQ(stat(stats, "m_started"), 2u) << stats;
+  EXPECT_EQ(stat(stats, "m_ok"), 2u) << stats;
+  EXPECT_EQ(stat(stats, "m_failed"), 0u) << stats;
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, KvTransfer, ::testing::ValuesIn(provider_matrix()),

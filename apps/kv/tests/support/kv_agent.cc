@@ -82,7 +82,10 @@ std::string prefill_command(PrefillHost& h, const std::vector<std::string>& w) {
       << " failed=" << s.writes_failed << " cancelled=" << s.writes_cancelled << " cancels=" << s.cancels_received
       << " confirms=" << s.confirms_sent
       << " malformed=" << s.malformed_messages << " unexpected=" << s.unexpected_messages << " dead=" << s.peers_declared_dead
-      << " active=" << s.active_requests << " wrs=" << h.engine().stats().wrs_posted;
+      << " active=" << s.active_requests << " wrs=" << h.engine().stats().wrs_posted
+      << " m_started=" << kv_requests_metric(h.engine(), "prefiller", "started")
+      << " m_ok=" << kv_requests_metric(h.engine(), "prefiller", "succeeded")
+      << " m_failed=" << kv_requests_metric(h.engine(), "prefiller", "failed");
     return o.str();
   }
   return "error unknown command";

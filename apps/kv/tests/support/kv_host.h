@@ -46,6 +46,15 @@ std::vector<HostConfig> provider_matrix();
 uint8_t kv_byte(uint64_t seed, uint32_t layer, uint32_t kv, uint32_t page, uint32_t head, uint64_t offset);
 uint8_t tail_byte(uint64_t seed, const std::string& request, uint64_t offset);
 
+// The KV app's fabric_lib_kv_requests_total{role, state} on `engine`'s MetricsRegistry (read
+// through TransferEngine::metrics(), as an operator would); -1 when the series is missing.
+inline double kv_requests_metric(const TransferEngine& engine, const std::string& role, const std::string& state) {
+  for (const AppMetric& m : engine.metrics().app) {
+    if (m.name == "fabric_lib_kv_requests_total" && m.labels == MetricLabels{{"role", role}, {"state", state}}) return m.value;
+  }
+  return -1;
+}
+
 class Host {
  public:
   explicit Host(const HostConfig& config);

@@ -100,6 +100,16 @@ TEST_P(InProcess, StepsMatchTheReference) {
     EXPECT_TRUE(w.results[r].ok()) << "rank " << r << ": " << w.results[r].to_string();
     EXPECT_EQ(w.reports[r].size(), 12u);
     EXPECT_TRUE(w.ranks[r]->status().ok());
+    // The step latency on the rank's engine's MetricsRegistry: one sample and one step per step.
+    uint64_t steps = 0, samples = 0;
+    double seconds = 0;
+    for (const AppMetric& m : w.engines[r]->metrics().app) {
+      if (m.name == "fabric_lib_moe_steps_total") steps += static_cast<uint64_t>(m.value);
+      if (m.name == "fabric_lib_moe_step_seconds") samples += m.histogram.count, seconds += m.histogram.sum_seconds;
+    }
+    EXPECT_EQ(steps, 12u) << "rank " << r;
+    EXPECT_EQ(samples, 12u) << "rank " << r;
+    EXPECT_GT(seconds, 0) << "rank " << r;
   }
 }
 

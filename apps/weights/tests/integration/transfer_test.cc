@@ -116,6 +116,12 @@ TEST_P(WeightsTransfer, TenStepsEveryByteEqualsTheReferenceLoad) {
       // Bytes written by the trainer equal the schedule's.
       EXPECT_EQ(std::stoull(tools::split_words(replies[r])[1]), st.trainer_bytes[r]) << "trainer " << r;
       EXPECT_LE(std::stoull(tools::split_words(replies[r])[3]), uint64_t{1} << 20) << "watermark";
+      // The trainer's step metrics (MetricsRegistry): one ok step and one sample per stage each time.
+      const std::vector<std::string> w = tools::split_words(replies[r]);
+      ASSERT_EQ(w.size(), 7u) << replies[r];
+      EXPECT_EQ(std::stoull(w[4]), v) << "fabric_lib_weights_steps_total{outcome=ok}, trainer " << r;
+      EXPECT_EQ(std::stoull(w[5]), v) << "fabric_lib_weights_step_seconds{stage=total} samples, trainer " << r;
+      EXPECT_EQ(std::stoull(w[6]), v) << "fabric_lib_weights_step_seconds{stage=write_wait} samples, trainer " << r;
     }
     for (uint32_t r = 0; r < kInference; ++r) ASSERT_EQ(replies[kTrainers + r], "ok") << "step " << v << " inference " << r;
   }

@@ -100,6 +100,21 @@ Status partial_writes(TransferEngine& engine, const TrainerEndpoint& ep, std::ve
   return ok_status();
 }
 
+struct StepMetricCounts {
+  uint64_t steps_ok = 0, total_samples = 0, write_wait_samples = 0;
+};
+
+// The weights app's series on the engine's MetricsRegistry, read through TransferEngine::metrics().
+StepMetricCounts step_metric_counts(const TransferEngine& engine) {
+  StepMetricCounts c;
+  for (const AppMetric& m : engine.metrics().app) {
+    if (m.name == "fabric_lib_weights_steps_total" && m.labels == MetricLabels{{"outcome", "ok"}}) c.steps_ok = static_cast<uint64_t>(m.value);
+    if (m.name == "fabric_lib_weights_step_seconds" && m.labels == MetricLabels{{"stage", "total"}}) c.total_samples = m.histogram.count;
+    if (m.name == "fabric_lib_weights_step_seconds" && m.labels == MetricLabels{{"stage", "write_wait"}}) c.write_wait_samples = m.histogram.count;
+  }
+  return c;
+}
+
 int trainer_main(const AgentSpec& s, tools::ControlChannel& ch) {
   Result<std::unique_ptr<TransferEngine>> engine = build_engine(s.provider, s.domains);
   if (!engine.ok()) return ch.send("connect-error " + err(engine.status())), 1;
@@ -140,7 +155,12 @@ int trainer_main(const AgentSpec& s, tools::ControlChannel& ch) {
       }
       Status r = (*ep)->send(v);
       const StepStats x = (*ep)->last_step();
-      ch.send(r.ok() ? "ok " + std::to_string(x.bytes_written) + " " + std::to_string(x.wrs) + " " + std::to_string(x.max_prepared_in_use)
+      // ... and what the engine's MetricsRegistry holds of the steps so far (steps ok, samples of
+      // the total and the write_wait stage histograms).
+      const StepMetricCounts m = step_metric_counts(**engine);
+      ch.send(r.ok() ? "ok " + std::to_string(x.bytes_written) + " " + std::to_string(x.wrs) + " " +
+                           std::to_string(x.max_prepared_in_use) + " " + std::to_string(m.steps_ok) + " " +
+                           std::to_string(m.total_samples) + " " + std::to_string(m.write_wait_samples)
                      : err(r));
     } else {
       ch.send("error unknown command");
