@@ -119,7 +119,13 @@ TEST_P(RepeatingTest, EarlyArrivalsThenManyRoundsThenRelease) {
     ASSERT_EQ(agent.call("release " + std::to_string(imm)), "ok");
     send_imms(*engine, src, agent.desc(), *prepared, imm, 3, domains(), rng);
     EXPECT_EQ(agent.call("wait_count " + std::to_string(imm) + " 3 60000"), "ok 3");
+    // The end reaches a callback sink on the callback thread, after release() returned: wait
+    // for it (bounded), then check that it came once.
     s = every_status(agent, imm);
+    for (int i = 0; i < 500 && s.ends == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      s = every_status(agent, imm);
+    }
     EXPECT_EQ(s.api_rounds, 0u);
     EXPECT_EQ(s.ends, 1u);
     if (std::string(sink) == "callback") {

@@ -143,7 +143,10 @@ TEST(ProviderWatchdog, AStuckProviderCallFailsItsGroupInsteadOfHangingIt) {
   ASSERT_TRUE(dst_reg.ok());
 
   TransferEngineBuilder hanging;
-  hanging.provider("tcp").domains_per_group(2).stall_timeout(300ms);
+  // Every post on the worker: this test strands the worker. (With caller-thread posting the
+  // stuck call could be this thread's own submit, which nothing can bring back: the builder's
+  // post_on_caller_thread caveat.)
+  hanging.provider("tcp").domains_per_group(2).stall_timeout(300ms).post_on_caller_thread(false);
   BuilderAccess::set_domain_decorator(
       hanging, [](std::unique_ptr<transport::Domain> inner) { return std::make_unique<HangingDomain>(std::move(inner)); });
   auto engine = hanging.build();
