@@ -1,6 +1,8 @@
-"""Builds the `fabric_lib` wheel: configures the CMake project with only the library and the
-Python extension, installs its "python" component (extension + libfabric_lib.so.0, RPATH $ORIGIN)
-into the package, and lets setuptools add the pure-Python files.
+"""Builds the `fabric_lib` wheel: configures the CMake project with only the libraries and the
+Python extensions, installs their components (python: the extension + libfabric_lib.so.0, RPATH
+$ORIGIN; python_kv, python_weights, python_moe: the apps' modules in fabric_lib.kv / .weights /
+.moe and their libraries beside libfabric_lib.so.0) into the package, and lets setuptools add the
+pure-Python files.
 
     python3 -m pip install --no-build-isolation .     # Debian: inside a venv (PEP 668)
 
@@ -21,6 +23,10 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 BUILD_BASE = "build-pip"  # not "build/": that is the CMake build tree of scripts/build.sh
+# The extension modules the wheel carries, their install components, and the app subpackages.
+MODULES = ["_fabric_lib", "_kv", "_fabric_lib_weights", "_moe"]
+COMPONENTS = ["python", "python_kv", "python_weights", "python_moe"]
+APP_PACKAGES = ["kv", "weights", "moe"]
 
 
 def project_version() -> str:
@@ -61,19 +67,28 @@ class CMakeBuild(build_ext):
         jobs = os.environ.get("FABRIC_LIB_BUILD_JOBS", str(os.cpu_count() or 1))
         run = lambda *args: subprocess.run([str(a) for a in args], check=True)  # noqa: E731
         run("cmake", "-S", ROOT, "-B", build_dir, *configure)
-        run("cmake", "--build", build_dir, "--target", "_fabric_lib", "-j", jobs)
+        run("cmake", "--build", build_dir, "--target", *MODULES, "-j", jobs)
         shutil.rmtree(stage, ignore_errors=True)
-        run("cmake", "--install", build_dir, "--component", "python", "--prefix", stage)
+        for component in COMPONENTS:
+            run("cmake", "--install", build_dir, "--component", component, "--prefix", stage)
         package_dir.mkdir(parents=True, exist_ok=True)
         staged = stage / "fabric_lib"
         for f in staged.glob("_fabric_lib*.so"):
             shutil.copy2(f, package_dir / f.name)
-        # Only the SONAME file (libfabric_lib.so.<major>) the extension needs: a wheel cannot
-        # hold symlinks, and copying follows them.
-        sonames = [f for f in staged.glob("libfabric_lib.so.*") if re.fullmatch(r"libfabric_lib\.so\.\d+", f.name)]
-        if len(sonames) != 1:
-            raise RuntimeError(f"expected one libfabric_lib.so.<major> in {staged}, found {sonames}")
-        shutil.copy(sonames[0], package_dir / sonames[0].name)
+        for sub in APP_PACKAGES:
+            (package_dir / sub).mkdir(exist_ok=True)
+            modules = list((staged / sub).glob("_*.so"))
+            if len(modules) != 1:
+                raise RuntimeError(f"expected one extension module in {staged / sub}, found {modules}")
+            shutil.copy2(modules[0], package_dir / sub / modules[0].name)
+        # Only the SONAME files (lib*.so.<major>) the extensions need: a wheel cannot hold
+        # symlinks, and copying follows them.
+        sonames = [f for f in staged.glob("libfabric_lib*.so.*") if re.fullmatch(r"libfabric_lib(_\w+)?\.so\.\d+", f.name)]
+        want = 1 + len(APP_PACKAGES)
+        if len(sonames) != want:
+            raise RuntimeError(f"expected {want} libfabric_lib*.so.<major> in {staged}, found {sonames}")
+        for f in sonames:
+            shutil.copy(f, package_dir / f.name)
 
 
 (ROOT / BUILD_BASE).mkdir(exist_ok=True)

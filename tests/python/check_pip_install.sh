@@ -44,6 +44,13 @@ with fl.TransferEngine(provider="tcp", interfaces=["lo"]) as e:
     e.set_imm_count_expected(3, fl.imm_count_of_write(len(src), e.nets_per_gpu), arrived.set)
     e.submit_write(h, 0, len(src), 3, d, 0)
     assert arrived.wait(10) and dst == src
-print(f"pip install ok: fabric_lib {fl.__version__} from {pkg}")
+# The apps' packages come with the wheel, their native modules from inside it.
+import fabric_lib.kv, fabric_lib.weights, fabric_lib.moe
+from fabric_lib.kv import _kv
+from fabric_lib.weights import _fabric_lib_weights
+from fabric_lib.moe import _moe
+for m in (_kv, _fabric_lib_weights, _moe):
+    assert os.path.dirname(os.path.dirname(m.__file__)) == pkg, f"{m.__name__} from {m.__file__}"
+print(f"pip install ok: fabric_lib {fl.__version__} (with kv, weights, moe) from {pkg}")
 PY
 echo "(installed with $where)"
