@@ -1,5 +1,6 @@
 // The decoder's reactions: arriving messages, the imm expectation's sink, dispatch send
 // completions, and the timer (heartbeats, liveness, confirmation timeouts, quarantine expiry).
+#include "accept_message.h"
 #include "decoder_impl.h"
 #include "log.h"
 
@@ -65,24 +66,13 @@ void Decoder::Impl::on_dispatch_sent(uint32_t imm, size_t k, const Status& st) {
 }
 
 void Decoder::Impl::on_bytes(std::span<const uint8_t> bytes) {
-  auto m = decode_message(bytes);
   Deferred d;
   {
     std::lock_guard lock(mu);
-    counters.messages_received++;
-    if (!m.ok()) {
-      const uint64_t n = ++counters.malformed_messages;
-      if (should_log_nth(n)) KV_LOG(kWarn, "decoder: dropped a malformed message (%llu so far): %s",
-                                    static_cast<unsigned long long>(n), m.status().message().c_str());
-      return;
-    }
+    std::optional<Message> m = accept_message(bytes, Role::kPrefiller, counters, "decoder");
+    if (!m) return;
     const Clock::time_point now = Clock::now();
     const DomainAddress& from = m->header.sender;
-    if (m->header.role != Role::kPrefiller) {
-      counters.unexpected_messages++;
-      KV_LOG(kWarn, "decoder: dropped a %s from a decoder", std::string(message_type_name(m->header.type)).c_str());
-      return;
-    }
     if (peers.heard(from, m->header.incarnation, now)) {
       declare_dead_locked(from, "prefiller restarted (new incarnation)", now, d);
     }

@@ -1,3 +1,4 @@
+#include "accept_message.h"
 #include "log.h"
 #include "prefiller_impl.h"
 
@@ -255,23 +256,13 @@ PrefillerStats Prefiller::stats() const {
 // --- messages -----------------------------------------------------------------------------------
 
 void Prefiller::Impl::on_bytes(std::span<const uint8_t> bytes) {
-  auto m = decode_message(bytes);
   Deferred d;
   {
     std::lock_guard lock(mu);
-    counters.messages_received++;
-    if (!m.ok()) {
-      const uint64_t n = ++counters.malformed_messages;
-      if (should_log_nth(n)) KV_LOG(kWarn, "prefiller: dropped a malformed message (%llu so far): %s",
-                                    static_cast<unsigned long long>(n), m.status().message().c_str());
-      return;
-    }
+    std::optional<Message> m = accept_message(bytes, Role::kDecoder, counters, "prefiller");
+    if (!m) return;
     const Clock::time_point now = Clock::now();
     const DomainAddress& from = m->header.sender;
-    if (m->header.role != Role::kDecoder) {
-      counters.unexpected_messages++;
-      return;
-    }
     if (peers.heard(from, m->header.incarnation, now)) {
       // The decoder restarted: dispatches of its former incarnation have no reader any more.
       for (auto& [id, r] : requests)

@@ -52,4 +52,22 @@ class Mailbox {
 };
 
 
+// What every endpoint (trainer, inference) does when it is created: fills the rank, world,
+// address and domain count its metadata carries, and opens its mailbox, whose messages reach
+// `st->on_message` for as long as the state lives (the mailbox holds it weakly).
+template <typename State>
+Status open_endpoint(const std::shared_ptr<State>& st, TransferEngine& engine) {
+  st->metadata.rank = st->options.rank;
+  st->metadata.world = st->options.world;
+  st->metadata.address = engine.main_address();
+  st->metadata.domains = static_cast<uint32_t>(engine.num_domains());
+  std::weak_ptr<State> weak = st;
+  Result<std::shared_ptr<Mailbox>> mb = Mailbox::create(engine, st->options.frame_bytes, [weak](std::vector<uint8_t> m) {
+    if (auto s = weak.lock()) s->on_message(std::move(m));
+  });
+  if (!mb.ok()) return mb.status();
+  st->mailbox = std::move(*mb);
+  return ok_status();
+}
+
 }  // namespace fabric_lib::weights::detail

@@ -41,16 +41,7 @@ Result<std::unique_ptr<TrainerEndpoint>> TrainerEndpoint::create(TransferEngine&
   st->engine = &engine;
   st->step_metrics = detail::StepMetrics(engine);
   st->options = std::move(options);
-  st->metadata.rank = st->options.rank;
-  st->metadata.world = st->options.world;
-  st->metadata.address = engine.main_address();
-  st->metadata.domains = static_cast<uint32_t>(engine.num_domains());
-  std::weak_ptr<State> weak = st;
-  Result<std::shared_ptr<detail::Mailbox>> mb = detail::Mailbox::create(engine, st->options.frame_bytes, [weak](std::vector<uint8_t> m) {
-    if (auto s = weak.lock()) s->on_message(std::move(m));
-  });
-  if (!mb.ok()) return mb.status();
-  st->mailbox = std::move(*mb);
+  FABRIC_LIB_RETURN_IF_ERROR(detail::open_endpoint(st, engine));
   return std::unique_ptr<TrainerEndpoint>(new TrainerEndpoint(std::move(st)));
 }
 
