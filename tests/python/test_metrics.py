@@ -16,7 +16,11 @@ import urllib.request
 
 import numpy as np
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+
+try:  # Debian's python3-prometheus-client (scripts/install-deps.sh); only the endpoint test needs it
+    from prometheus_client.parser import text_string_to_metric_families
+except ImportError:  # pragma: no cover
+    text_string_to_metric_families = None
 
 import fabric_lib as fl
 
@@ -38,7 +42,10 @@ def sample(text: str, name: str, **labels: str) -> float:
 
 @pytest.fixture()
 def pair():
-    sender = fl.TransferEngine(**OPTS, metrics_endpoint="127.0.0.1:0")
+    try:
+        sender = fl.TransferEngine(**OPTS, metrics_endpoint="127.0.0.1:0")
+    except fl.UnsupportedError:  # built without prometheus-cpp: the dict still works
+        sender = fl.TransferEngine(**OPTS)
     receiver = fl.TransferEngine(**OPTS)
     src = np.full(LENGTH, 7, dtype=np.uint8)
     dst = np.zeros(LENGTH, dtype=np.uint8)
@@ -127,6 +134,10 @@ def test_metrics_keys_are_the_ones_the_stub_documents(pair):
 def test_endpoint_text_parses_and_fabric_top_renders(pair):
     sender, receiver, handle, desc = pair
     endpoint = sender.metrics_endpoint
+    if not endpoint:
+        pytest.skip("this build has no Prometheus endpoint (prometheus-cpp-dev was not found)")
+    if text_string_to_metric_families is None:
+        pytest.skip("python3-prometheus-client is not installed")
     assert endpoint.startswith("127.0.0.1:") and not endpoint.endswith(":0")
     write_burst(sender, handle, desc, WRITES)
     text = urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=10).read().decode()
