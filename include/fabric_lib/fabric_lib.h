@@ -1,5 +1,6 @@
 // Umbrella header: everything a user of fabric-lib needs. One concept per header:
 //   status.h          Status, Result<T>, ErrorCode (errors are values)
+//   byte_codec.h      ByteWriter / ByteReader: little-endian, bounds-checked wire encoding
 //   domain_address.h  DomainAddress: one domain's network address as bytes / hex
 //   memory.h          Access, MemoryKind, MrHandle, MrDesc (the remote descriptor), MrRegistration
 //   requests.h        WriteRequest, PagedWriteRequest, ScatterRequest, routes, imm_count_of()
@@ -18,6 +19,7 @@
 //   engine_builder.h  TransferEngineBuilder: every setting, validated by build()
 #pragma once
 
+#include "fabric_lib/byte_codec.h"
 #include "fabric_lib/completion.h"
 #include "fabric_lib/domain_address.h"
 #include "fabric_lib/engine_builder.h"

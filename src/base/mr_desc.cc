@@ -1,6 +1,6 @@
 #include <limits>
 
-#include "base/byte_codec.h"
+#include "fabric_lib/byte_codec.h"
 #include "fabric_lib/memory.h"
 
 namespace fabric_lib {

@@ -1,4 +1,5 @@
-// RankInfo and route-block codecs (wire.h). Little-endian, bounds-checked byte reader/writer.
+// RankInfo and route-block codecs (wire.h), on the public little-endian, bounds-checked byte
+// reader/writer (fabric_lib/byte_codec.h).
 #include "fabric_lib/moe/wire.h"
 
 #include <unistd.h>
@@ -7,55 +8,14 @@
 #include <fstream>
 #include <string>
 
+#include "fabric_lib/byte_codec.h"
 #include "fabric_lib/moe/layout.h"
 
 namespace fabric_lib::moe {
 namespace {
 
-class Writer {
- public:
-  void u8(uint8_t v) { out_.push_back(v); }
-  void u16(uint16_t v) { put(v, 2); }
-  void u32(uint32_t v) { put(v, 4); }
-  void u64(uint64_t v) { put(v, 8); }
-  void bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
-  std::vector<uint8_t> take() { return std::move(out_); }
-
- private:
-  void put(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  std::vector<uint8_t> out_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const uint8_t> in) : in_(in) {}
-  bool u8(uint8_t& v) { return get(v, 1); }
-  bool u16(uint16_t& v) { return get(v, 2); }
-  bool u32(uint32_t& v) { return get(v, 4); }
-  bool u64(uint64_t& v) { return get(v, 8); }
-  bool bytes(size_t n, std::span<const uint8_t>& out) {
-    if (in_.size() - pos_ < n) return false;
-    out = in_.subspan(pos_, n);
-    pos_ += n;
-    return true;
-  }
-  bool done() const { return pos_ == in_.size(); }
-
- private:
-  template <typename T>
-  bool get(T& v, int n) {
-    if (in_.size() - pos_ < static_cast<size_t>(n)) return false;
-    uint64_t x = 0;
-    for (int i = 0; i < n; ++i) x |= uint64_t{in_[pos_ + i]} << (8 * i);
-    pos_ += n;
-    v = static_cast<T>(x);
-    return true;
-  }
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
-};
+using Writer = codec::ByteWriter;
+using Reader = codec::ByteReader;
 
 Status truncated(const char* what) { return malformed(std::string("RankInfo: truncated at ") + what); }
 
@@ -134,7 +94,7 @@ Result<RankInfo> RankInfo::decode(std::span<const uint8_t> bytes) {
   if (blob_len > kMaxIpcBlobBytes) return malformed("RankInfo: ipc blob too long");
   if (!r.bytes(blob_len, blob)) return truncated("ipc blob");
   info.ipc_blob.assign(blob.begin(), blob.end());
-  if (!r.done()) return malformed("RankInfo: trailing bytes");
+  if (!r.at_end()) return malformed("RankInfo: trailing bytes");
   if (info.path == Path::kProxy && (info.route_recv.empty() || info.dispatch_recv.empty() || info.combine_recv.empty())) {
     return malformed("RankInfo: a proxy-path rank must describe its three receive regions");
   }

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "base/byte_codec.h"
+#include "fabric_lib/byte_codec.h"
 
 namespace fabric_lib::transport::ipc {
 namespace {

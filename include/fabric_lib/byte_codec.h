@@ -1,5 +1,7 @@
-// Little-endian byte writer and bounds-checked reader for the wire formats (MrDesc, control
-// messages). The reader never reads past its span; every failure is a value.
+// Little-endian byte writer and bounds-checked reader: what the engine's wire formats (MrDesc,
+// DomainAddress, probe messages) are written with, public so that applications framing their own
+// control messages over submit_send / post_recvs (apps/moe's RankInfo and route blocks) use the
+// same code. The reader never reads past its span; every failure is a `false`, never a throw.
 #pragma once
 
 #include <cstddef>
@@ -34,9 +36,16 @@ class ByteReader {
   bool u16(uint16_t& v) { return get(v, 2); }
   bool u32(uint32_t& v) { return get(v, 4); }
   bool u64(uint64_t& v) { return get(v, 8); }
+  // The next n bytes, copied into v / as a view into the reader's span (valid while it is).
   bool bytes(size_t n, std::vector<uint8_t>& v) {
     if (remaining() < n) return false;
     v.assign(in_.begin() + pos_, in_.begin() + pos_ + n);
+    pos_ += n;
+    return true;
+  }
+  bool bytes(size_t n, std::span<const uint8_t>& view) {
+    if (remaining() < n) return false;
+    view = in_.subspan(pos_, n);
     pos_ += n;
     return true;
   }
