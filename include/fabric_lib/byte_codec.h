@@ -20,6 +20,8 @@ class ByteWriter {
   void u64(uint64_t v) { put(v, 8); }
   void bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
   std::vector<uint8_t> take() { return std::move(out_); }
+  // The bytes written so far, to patch a length in place or append in bulk.
+  std::vector<uint8_t>& out() { return out_; }
 
  private:
   void put(uint64_t v, int n) {
