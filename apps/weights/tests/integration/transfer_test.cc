@@ -141,7 +141,9 @@ class WeightsTransferGpu : public ::testing::TestWithParam<Config> {};
 
 TEST_P(WeightsTransferGpu, TenStepsEveryByteEqualsTheReferenceLoad) {
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device";
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    GTEST_SKIP() << "no usable CUDA device here: scripts/device-weights.sh runs it on the GPU machine";
+  }
   const Config& c = GetParam();
   Cluster cl(c, 20000, "gpu", "gpu");
   ASSERT_TRUE(cl.schedule.ok()) << cl.schedule.status().to_string();
