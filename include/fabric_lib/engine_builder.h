@@ -50,7 +50,9 @@ class TransferEngineBuilder {
   TransferEngineBuilder& idle_policy(IdlePolicy policy);
   // A submit that finds its group's worker between passes or asleep posts its WRs on the calling
   // thread instead of handing the request over (default true): submit-to-post without a thread
-  // hop. Completions are still reaped by the worker. Off: every request goes through the worker. Caveat: a provider call that never returns (see docs/failure-semantics.md,
+  // hop. Completions are reaped by the worker, or by a thread that calls TransferEngine::progress().
+  // Off: every request goes through the worker, and progress() does nothing. Caveat: a provider
+  // call that never returns (see docs/failure-semantics.md,
   // "A provider that never returns") then strands the thread that made it, which may be the
   // submitter's; the group is still given up on and stop() still returns.
   TransferEngineBuilder& post_on_caller_thread(bool on);

@@ -118,6 +118,18 @@ class TransferEngine {
   // whatever arrived before: release() the imm before reusing it.
   Status cancel(TransferId id);
 
+  // --- progress on the caller's thread ------------------------------------------------------
+  // Polls the domains on the calling thread for up to `max_events` events (WR completions, imms,
+  // received messages) and runs their effects here — counters, flags, expectations, imm
+  // observers; callbacks still run on the callback thread — instead of waiting for the worker to
+  // see them: a thread that spins for an imm or a completion calls it in its loop and sees them
+  // without a thread hop (latency-bound protocols: an imm ping-pong, a proxy). Returns how many
+  // events it handled. Never blocks: 0 when a worker (or another caller) holds a group at the
+  // moment — it then does that work itself — after stop(), and always with
+  // post_on_caller_thread(false). The worker stays the progress engine: nothing needs this call.
+  // On the same-host IPC backend a poll also runs host-memory copies (docs/gpu.md), here then.
+  size_t progress(size_t max_events = 64);
+
   // Resolves `peers` once for submit_scatter(); every descriptor must be writable and come from a
   // group of num_domains() domains.
   Result<PeerGroup> add_peer_group(std::span<const MrDesc> peers, size_t group = 0);

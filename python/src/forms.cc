@@ -91,6 +91,11 @@ void PyEngine::cancel(uint64_t transfer_id) {
   check(without_gil([&] { return e->cancel(transfer_id); }));
 }
 
+size_t PyEngine::progress(size_t max_events) {
+  auto e = engine();
+  return without_gil([&] { return e->progress(max_events); });
+}
+
 uint64_t PyEngine::submit_send_from(const DomainAddress& addr, const PyMrHandle& src, int64_t offset, int64_t length,
                                     const py::object& on_done, const py::object& on_error, Timeout timeout) {
   const uint64_t off = non_negative(offset, "offset");
@@ -211,6 +216,12 @@ void bind_forms(py::class_<PyEngine>& cls) {
            "it already had. Raises NotFoundError when the id is not in flight (it completed, or was\n"
            "never issued here) and StoppedError after stop(). The receiver's imm count for a\n"
            "cancelled write is whatever arrived: remove_imm_count() the imm before reusing it.")
+      .def("progress", &E::progress, py::arg("max_events") = 64,
+           "Polls the engine's domains on this thread for up to ``max_events`` events (completions,\n"
+           "imms, messages) and applies their counts, flags and expectations here, without waiting\n"
+           "for the worker thread; callbacks still run on the callback thread. Returns how many\n"
+           "events it handled (0 when the worker holds the engine at the moment: it does the work\n"
+           "then). Never blocks; for loops that spin on an imm count. StoppedError after stop().")
       .def("submit_send_from", &E::submit_send_from, py::arg("addr"), py::arg("src_mr"), py::arg("offset"),
            py::arg("length"), py::arg("on_done") = py::none(), py::arg("on_error") = py::none(), py::kw_only(),
            py::arg("timeout") = py::none(),

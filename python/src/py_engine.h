@@ -104,6 +104,7 @@ class PyEngine {
                                    const py::object& imm, const py::object& on_done, const py::object& on_error,
                                    Timeout timeout);
   void cancel(uint64_t transfer_id);
+  size_t progress(size_t max_events);
   uint64_t submit_send_from(const DomainAddress& addr, const PyMrHandle& src, int64_t offset, int64_t length,
                             const py::object& on_done, const py::object& on_error, Timeout timeout);
   void submit_recvs_into(const PyMrHandle& region, int64_t offset, int64_t slot_len, int64_t count,

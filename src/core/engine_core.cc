@@ -433,6 +433,16 @@ Status EngineCore::cancel(TransferId id) {
   return workers_[group]->run_sync([id](GroupWorker& w) { return w.cancel(id); });
 }
 
+size_t EngineCore::progress(size_t max_events) {
+  if (!accepting_.load(std::memory_order_acquire)) return 0;
+  size_t handled = 0;
+  for (auto& w : workers_) {
+    if (handled >= max_events) break;
+    handled += w->progress_on_caller(max_events - handled);
+  }
+  return handled;
+}
+
 Status EngineCore::forget_peer(const MrDesc& desc, size_t group) {
   if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));

@@ -72,6 +72,8 @@ class EngineCore {
 
   // Cancels an accepted request (GroupWorker::cancel); NotFound when it is no longer in flight.
   Status cancel(TransferId id);
+  // TransferEngine::progress: every group's GroupWorker::progress_on_caller.
+  size_t progress(size_t max_events);
 
   // TransferIds carry the group in their low bits (groups <= 64).
   static constexpr int kTransferIdGroupBits = 6;

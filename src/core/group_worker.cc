@@ -171,7 +171,7 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
     bool inflight = false;
     for (size_t d = 0; d < domains_.size(); ++d) {
       busy |= post_pending(d);
-      busy |= poll_domain(d);
+      busy |= poll_domain(d) > 0;
       must_poll |= !domains_[d].streams.empty() || domains_[d].domain->has_deferred_work();
       inflight |= domains_[d].inflight > 0;
     }
@@ -182,7 +182,7 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
     if (now >= next_sweep_ns_) busy |= sweep_stalls(now);
     busy |= probe_sweep(now);
     // Gives ownership up before it sleeps (or at once, when it spins on): submitters may post.
-    idle.after_pass(busy, must_poll, inflight, next_timer_ns(now) - now, [this] { disown(); });
+    idle.after_pass(busy, must_poll, inflight, caller_polls(now), next_timer_ns(now) - now, [this] { disown(); });
   }
   if (!own()) return;
   shutdown();
@@ -226,8 +226,32 @@ bool GroupWorker::post_on_caller(Request* r) {
     if (!domains_[d].streams.empty()) post_pending(d);
   }
   disown();
-  inbox_->poke();  // the worker polls what was posted here (and wakes for it if it sleeps)
+  // The worker polls what was posted here (and wakes for it if it sleeps) — unless an application
+  // thread drives progress() now: it reaps the completion itself, and a wake-up per submit would
+  // only take a core from it (a worker that sleeps still wakes on the completion queue's fd, or
+  // within its back-off on providers without one).
+  if (!caller_polls(monotonic_ns())) inbox_->poke();
   return true;
+}
+
+size_t GroupWorker::progress_on_caller(size_t max_events) {
+  if (!config_.post_on_caller || max_events == 0 || abandoned()) return 0;
+  caller_progress_ns_.store(monotonic_ns(), std::memory_order_relaxed);  // the worker need not spin (IdleWaiter)
+  if (!try_own()) return 0;
+  if (abandoned() || stop_requested_.load(std::memory_order_acquire)) {  // domains closing or taken over
+    disown();
+    return 0;
+  }
+  size_t handled = 0;
+  for (size_t d = 0; d < domains_.size() && handled < max_events; ++d) handled += poll_domain(d, max_events - handled);
+  // What the events left to do (WRs waiting for the slots they freed, receive buffers to post
+  // again) is the worker's: wake it for that, and only for that (a poll that reaped an imm costs
+  // no wake-up).
+  bool follow_up = !recvs_to_post_.empty();
+  for (const DomainState& ds : domains_) follow_up |= !ds.streams.empty();
+  disown();
+  if (follow_up) inbox_->poke();
+  return handled;
 }
 
 bool GroupWorker::accept_requests() {
@@ -377,7 +401,7 @@ bool GroupWorker::post_pending(size_t d) {
   return posted > 0;
 }
 
-bool GroupWorker::poll_domain(size_t d, size_t max_events) {
+size_t GroupWorker::poll_domain(size_t d, size_t max_events) {
   events_.clear();
   const size_t n = domains_[d].domain->poll(events_, std::min(max_events, kMaxEventsPerPoll));
   if (n > 0) clock_ns_ = monotonic_ns();  // the completion time of this batch's events
@@ -405,7 +429,7 @@ bool GroupWorker::poll_domain(size_t d, size_t max_events) {
         break;
     }
   }
-  return n > 0;
+  return n;
 }
 
 void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
@@ -536,7 +560,7 @@ void GroupWorker::drain_before_close() {
   };
   while (busy() && monotonic_ns() < deadline) {
     bool any = false;
-    for (size_t d = 0; d < domains_.size(); ++d) any |= poll_domain(d);
+    for (size_t d = 0; d < domains_.size(); ++d) any |= poll_domain(d) > 0;
     if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }

@@ -17,6 +17,7 @@
 
 #include "base/deadline_queue.h"
 #include "core/completion_dispatcher.h"
+#include "core/idle_waiter.h"
 #include "core/imm_count_table.h"
 #include "core/message_buffers.h"
 #include "core/peer_registry.h"
@@ -75,6 +76,11 @@ class GroupWorker {
     inbox_->push_request(request);
     if (abandoned()) fail_orphans();  // nobody else would ever take it
   }
+  // TransferEngine::progress: when the group's progress ownership is free, polls its domains on
+  // the calling thread for up to `max_events` events (completions, imms, receives) and runs their
+  // effects here; returns how many it handled. 0 when the worker holds the group at the moment
+  // (it does that work then), after stop, or when caller-thread operation is off.
+  size_t progress_on_caller(size_t max_events);
   // Runs `fn` on the worker thread and returns its Status (Stopped once the worker is gone, or
   // the reason it was given up on).
   Status run_sync(std::function<Status(GroupWorker&)> fn);
@@ -131,6 +137,10 @@ class GroupWorker {
   // Submitter: posts `request`'s WRs (up to the per-pass bound) on this thread if ownership is
   // free (spins briefly for it); false: queue it instead.
   bool post_on_caller(Request* request);
+  // An application thread called progress_on_caller within the adaptive spin budget.
+  bool caller_polls(int64_t now) const {
+    return now - caller_progress_ns_.load(std::memory_order_relaxed) < IdleWaiter::kSpinBudget.count() * 1000;
+  }
 
   struct Stream {
     Request* request;
@@ -159,7 +169,8 @@ class GroupWorker {
   void accept(Request* r, int64_t now);
   bool post_pending(size_t d);
   transport::PostResult post_one(size_t d, Stream& stream, Status* error);
-  bool poll_domain(size_t d, size_t max_events = SIZE_MAX);
+  // Returns how many events it handled.
+  size_t poll_domain(size_t d, size_t max_events = SIZE_MAX);
   void on_wr_done(WrRecord* record, transport::Event& ev);
   void maybe_finish(Request* r);
   // `on_owner` false: called by a thread without progress ownership (an abandoned group's).
@@ -210,6 +221,7 @@ class GroupWorker {
   std::shared_ptr<transport::ProviderCallGuard> guard_ = std::make_shared<transport::ProviderCallGuard>();
   std::atomic<bool> abandoned_{false};
   std::atomic<bool> owner_{false};  // progress ownership (see own())
+  std::atomic<int64_t> caller_progress_ns_{INT64_MIN / 2};  // last progress_on_caller (monotonic ns)
   Status abandon_reason_;  // written before abandoned_ is set
   std::atomic<uint32_t> next_start_{0};
 

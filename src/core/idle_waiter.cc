@@ -35,7 +35,7 @@ IdleWaiter::~IdleWaiter() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
-void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight, int64_t max_sleep_ns,
+void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight, bool caller_polls, int64_t max_sleep_ns,
                             const std::function<void()>& release) {
   const auto now = std::chrono::steady_clock::now();
   if (busy) {
@@ -53,7 +53,7 @@ void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight, int64_t ma
     sched_yield();
     return;
   }
-  if (now - last_busy_ < kSpinBudget || max_sleep_ns <= 0) {
+  if ((!caller_polls && now - last_busy_ < kSpinBudget) || max_sleep_ns <= 0) {
     release();
     return;
   }

@@ -23,10 +23,13 @@ class IdleWaiter {
   // Called after every pass of the worker loop. `busy`: the pass did something. `must_poll`: work
   // is pending that only polling advances (posts held back by back-pressure, deferred WRs).
   // `inflight`: WRs are outstanding (their completions will come). `max_sleep_ns`: the worker
-  // has a timer (deadline, stall sweep) due in this long.
+  // has a timer (deadline, stall sweep) due in this long. `caller_polls`: an application thread
+  // called TransferEngine::progress() within the spin budget — it is the group's spinner then, so
+  // an adaptive worker blocks at once instead of competing with it for the cores.
   // `release` gives the worker's progress ownership up; it is called exactly once, before any
   // sleep (after the last provider call of the pass: ready_to_block).
-  void after_pass(bool busy, bool must_poll, bool inflight, int64_t max_sleep_ns, const std::function<void()>& release);
+  void after_pass(bool busy, bool must_poll, bool inflight, bool caller_polls, int64_t max_sleep_ns,
+                  const std::function<void()>& release);
 
   // How long the worker keeps spinning after its last activity, in adaptive mode.
   static constexpr std::chrono::microseconds kSpinBudget{200};

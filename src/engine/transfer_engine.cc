@@ -102,6 +102,7 @@ Result<TransferId> TransferEngine::submit_prepared(const PreparedScatter& prepar
   return impl_->core->submit_prepared(*prepared.data_, slices, imm, std::move(done));
 }
 Status TransferEngine::cancel(TransferId id) { return impl_->core->cancel(id); }
+size_t TransferEngine::progress(size_t max_events) { return impl_->core->progress(max_events); }
 Result<TransferId> TransferEngine::submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group) {
   return impl_->core->submit_imm(imm, dst, std::move(done), group);
 }

@@ -338,3 +338,31 @@ def test_forms_bad_input(engine, peer, fresh_engine):
         engine.submit_prepared_paged_writes(prepared, [0], [0], 1)
     with pytest.raises(fl.NotFoundError):
         engine.submit_prepared_scatter(scatter, [fl.ScatterSlice(1)], 1)
+
+
+def test_progress_on_the_callers_thread_completes_each_write_once(engine, peer, imms):
+    """Spinning on progress() while writes are in flight: every write completes once, the peer
+    counts every imm once, and progress() reports a non-negative event count."""
+    n, size = 64, 4096
+    arr, handle, _ = register_filled(engine, n * size, seed=31)
+    name = f"p{imms()}"
+    dst = peer.call("alloc", name, n * size)
+    imm = imms()
+    done = Completions(n)
+    handled = 0
+    for i in range(n):
+        engine.submit_write(handle, i * size, size, imm, dst, i * size, *done.callbacks(i))
+        deadline = time.monotonic() + 10.0
+        while done.finished <= i and time.monotonic() < deadline:
+            got = engine.progress()
+            assert isinstance(got, int) and got >= 0
+            handled += got
+    done.wait_ok()
+    assert peer.call("wait_imms", imm, n, 10.0) == (True, 0)
+    assert handled <= 4 * n
+
+
+def test_progress_after_stop_raises_stopped(fresh_engine):
+    fresh_engine.stop()
+    with pytest.raises(fl.StoppedError):
+        fresh_engine.progress()

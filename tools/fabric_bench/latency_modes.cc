@@ -43,49 +43,52 @@ Status run_imm_mode(Initiator& init, std::vector<Row>& rows) {
   if (!target.ok()) return target.status();
   Result<MrRegistration> mine = engine.register_memory(inbox.data(), inbox.size(), Access::kRemoteWrite);
   if (!mine.ok()) return mine.status();
-  const uint32_t ping = init.next_imm();
-  const uint32_t pong = init.next_imm();
-  reply = init.peer().call("echo " + std::to_string(ping) + " " + std::to_string(pong) + " " + mine->desc.to_hex());
-  if (!reply.ok()) return reply.status();
-
-  const size_t total = kWarmup + o.latency_iterations;
-  std::vector<double> rtt_us;
-  rtt_us.reserve(o.latency_iterations);
-  Status failure;
-  for (size_t i = 0; i < total && failure.ok(); ++i) {
-    const auto t0 = Clock::now();
-    Result<TransferId> id = engine.submit_imm(ping, *target, Completion());
-    if (!id.ok()) {
-      failure = id.status();
-      break;
-    }
-    uint32_t spins = 0;
-    while (engine.imms().count(pong) < i + 1) {
-      if (Clock::now() - t0 > kRoundTripTimeout) {
-        failure = Status(ErrorCode::kDeadlineExceeded, "imm round trip " + std::to_string(i) + " never came back");
+  // Twice: first the worker threads see the imms (each side's app thread spins on a counter they
+  // bump), then both app threads call progress() in their loops and see the imms themselves.
+  for (const bool on_caller : {false, true}) {
+    const uint32_t ping = init.next_imm();
+    const uint32_t pong = init.next_imm();
+    reply = init.peer().call("echo " + std::to_string(ping) + " " + std::to_string(pong) + " " + mine->desc.to_hex() +
+                             (on_caller ? " progress" : ""));
+    if (!reply.ok()) return reply.status();
+    const size_t total = kWarmup + o.latency_iterations;
+    std::vector<double> rtt_us;
+    rtt_us.reserve(o.latency_iterations);
+    Status failure;
+    for (size_t i = 0; i < total && failure.ok(); ++i) {
+      const auto t0 = Clock::now();
+      Result<TransferId> id = engine.submit_imm(ping, *target, Completion());
+      if (!id.ok()) {
+        failure = id.status();
         break;
       }
-      relax(spins);
+      uint32_t spins = 0;
+      while (engine.imms().count(pong) < i + 1) {
+        if (Clock::now() - t0 > kRoundTripTimeout) {
+          failure = Status(ErrorCode::kDeadlineExceeded, "imm round trip " + std::to_string(i) + " never came back");
+          break;
+        }
+        if (!on_caller || engine.progress() == 0) relax(spins);
+      }
+      if (i >= kWarmup) rtt_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     }
-    if (i >= kWarmup) rtt_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    // The target checks it saw exactly `total` pings; we check exactly `total` pongs.
+    reply = init.peer().call("echo_end " + std::to_string(ping) + " " + std::to_string(total));
+    const uint64_t pongs = engine.imms().count(pong);
+    engine.imms().release(pong);
+    if (!failure.ok()) return failure;
+    if (!reply.ok()) return reply.status();
+    if (pongs != total) return internal_error("imm mode: " + std::to_string(pongs) + " pongs for " + std::to_string(total) + " pings");
+    const std::optional<LatencySummary> s = summarize(rtt_us);
+    Row row = init.row(on_caller ? "imm-progress" : "imm", 0);
+    fill_latency(row, s);
+    rows.push_back(row);
+    init.progress().step(init.provider() + " imm round trip" + (on_caller ? " (progress() on both sides), " : ", ") +
+                         std::to_string(init.config().domains) + " domain(s): " + latency_text(s));
   }
-  // The target checks it saw exactly `total` pings; we check exactly `total` pongs.
-  reply = init.peer().call("echo_end " + std::to_string(ping) + " " + std::to_string(total));
-  const uint64_t pongs = engine.imms().count(pong);
-  engine.imms().release(pong);
   engine.unregister_memory(mine->handle);
   engine.stop();
-  if (!failure.ok()) return failure;
-  if (!reply.ok()) return reply.status();
-  if (pongs != total) return internal_error("imm mode: " + std::to_string(pongs) + " pongs for " + std::to_string(total) + " pings");
   init.note_verified();
-
-  const std::optional<LatencySummary> s = summarize(rtt_us);
-  Row row = init.row("imm", 0);
-  fill_latency(row, s);
-  rows.push_back(row);
-  init.progress().step(init.provider() + " imm round trip, " + std::to_string(init.config().domains) +
-                       " domain(s): " + latency_text(s));
 
   // The same round trip with raw fi_writedata on both sides (the target's raw poller echoes).
   if (region_reply.size() < 2) return malformed("region reply without the target's raw region");
@@ -94,6 +97,7 @@ Status run_imm_mode(Initiator& init, std::vector<Row>& rows) {
   Result<RawRemoteRegion> mine_raw = init.raw().register_region(inbox.data(), inbox.size(), true);
   if (!mine_raw.ok()) return mine_raw.status();
   FABRIC_LIB_RETURN_IF_ERROR(init.raw().connect(*target_raw));
+  const size_t total = kWarmup + o.latency_iterations;
   const uint32_t raw_ping = init.next_imm();
   const uint32_t raw_pong = init.next_imm();
   Result<std::vector<std::string>> echo = init.peer().call("raw_echo " + std::to_string(raw_ping) + " " +
@@ -106,7 +110,7 @@ Status run_imm_mode(Initiator& init, std::vector<Row>& rows) {
   std::vector<double> raw_samples(raw_rtt->begin() + static_cast<std::ptrdiff_t>(std::min(kWarmup, raw_rtt->size())),
                                   raw_rtt->end());
   const std::optional<LatencySummary> raw = summarize(raw_samples);
-  row = init.row("imm-raw", 0);
+  Row row = init.row("imm-raw", 0);
   fill_latency(row, raw);
   rows.push_back(row);
   init.progress().step(init.provider() + " raw imm round trip: " + latency_text(raw));

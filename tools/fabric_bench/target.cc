@@ -83,7 +83,7 @@ class Target {
   Status raw_echo(uint32_t ping, uint32_t pong, const std::string& region);
   Status raw_echo_end(uint64_t n);
   std::string peers(size_t count, uint64_t bytes);
-  Status echo(uint32_t ping, uint32_t pong, const std::string& desc_hex);
+  Status echo(uint32_t ping, uint32_t pong, const std::string& desc_hex, bool on_caller);
   Status echo_end(uint32_t ping, uint64_t n);
 
   std::string interface_override_;
@@ -282,7 +282,7 @@ std::string Target::peers(size_t count, uint64_t bytes) {
   return reply;
 }
 
-Status Target::echo(uint32_t ping, uint32_t pong, const std::string& desc_hex) {
+Status Target::echo(uint32_t ping, uint32_t pong, const std::string& desc_hex, bool on_caller) {
   if (!main_) return Status(ErrorCode::kFailedPrecondition, "no setup yet");
   Result<MrDesc> desc = MrDesc::from_hex(desc_hex);
   if (!desc.ok()) return desc.status();
@@ -290,15 +290,17 @@ Status Target::echo(uint32_t ping, uint32_t pong, const std::string& desc_hex) {
   echo_stop();
   // The way a latency-bound application reacts: a repeating expectation bumps a counter on the
   // thread that counted the imm (no hop to the callback thread), and a spinning thread answers
-  // each round with a pong, posted on that thread (as the raw poller's echo does).
+  // each round with a pong, posted on that thread (as the raw poller's echo does). `on_caller`:
+  // that thread also calls progress() while it waits, so it counts the pings itself.
   FABRIC_LIB_RETURN_IF_ERROR(engine->imms().expect_every(ping, 1, RepeatingSink::counter(echo_rounds_)));
   echo_ping_ = ping;
   echo_answered_ = 0;
   echo_running_.store(true);
-  echo_thread_ = std::thread([this, engine, pong, dst = *desc] {
+  echo_thread_ = std::thread([this, engine, pong, on_caller, dst = *desc] {
     uint32_t idle = 0;
     while (echo_running_.load(std::memory_order_relaxed)) {
       if (echo_rounds_.done.load(std::memory_order_acquire) == echo_answered_) {
+        if (on_caller && engine->progress() > 0) continue;
         if (++idle >= 256) {  // as the raw poller: after a long idle stretch, share a crowded core once
           sched_yield();
           idle = 0;
@@ -397,8 +399,8 @@ std::string Target::handle(const std::vector<std::string>& w, bool* done) {
     return reply(s);
   }
   if (cmd == "echo") {
-    if (!numbers(1, 2) || w.size() != 4) return error_reply(bad);
-    return reply(echo(static_cast<uint32_t>(n[1]), static_cast<uint32_t>(n[2]), w[3]));
+    if (!numbers(1, 2) || w.size() < 4 || w.size() > 5 || (w.size() == 5 && w[4] != "progress")) return error_reply(bad);
+    return reply(echo(static_cast<uint32_t>(n[1]), static_cast<uint32_t>(n[2]), w[3], w.size() == 5));
   }
   if (cmd == "echo_end") {
     return numbers(1, 2) ? reply(echo_end(static_cast<uint32_t>(n[1]), n[2])) : error_reply(bad);

@@ -1,0 +1,88 @@
+// TransferEngine::progress(): a thread that polls the domains itself sees completions without the
+// worker's hop — and each request still completes exactly once, whoever reaped it.
+#include <thread>
+
+#include "integration/engine_fixture.h"
+
+namespace fabric_lib::testing {
+namespace {
+
+using CallerProgressTest = EngineTest;
+
+constexpr size_t kWrites = 400;
+constexpr uint64_t kBytes = 256;
+
+// Drains `queue` into `seen` (one count per tag); returns how many it took.
+size_t drain(CompletionQueue& queue, std::vector<uint32_t>& seen, size_t& errors) {
+  CompletionQueue::Entry e[32];
+  const size_t n = queue.poll(e, 32);
+  for (size_t i = 0; i < n; ++i) {
+    if (e[i].tag < seen.size()) ++seen[e[i].tag];
+    if (!e[i].status.ok()) ++errors;
+  }
+  return n;
+}
+
+// One write at a time, each waited for by spinning on progress(): the caller reaps some of the
+// completions itself (a no-op progress() would hand back 0 every time), every request completes
+// exactly once, and the target counted every imm once.
+TEST_P(CallerProgressTest, SpinningOnProgressReapsCompletionsExactlyOnce) {
+  CompletionQueue queue;  // before the engine, which reports to it until stopped
+  AgentProcess agent(GetParam(), kWrites * kBytes);
+  ASSERT_TRUE(agent.started());
+  auto engine = make_engine();
+  ASSERT_TRUE(engine);
+  SourceBuffer src(*engine, kWrites * kBytes, 91);
+  StopEngineFirst stop_first(engine.get());
+  std::vector<uint32_t> seen(kWrites, 0);
+  size_t errors = 0, finished = 0, handled = 0;
+  for (size_t i = 0; i < kWrites; ++i) {
+    Result<TransferId> id = engine->submit_write({src.reg.handle, i * kBytes, agent.desc(), i * kBytes, kBytes, 13},
+                                                 Completion::queue(queue, i));
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    const auto deadline = std::chrono::steady_clock::now() + bounds::kRequests;
+    while (finished < i + 1 && std::chrono::steady_clock::now() < deadline) {
+      handled += engine->progress();
+      finished += drain(queue, seen, errors);
+    }
+    ASSERT_EQ(finished, i + 1) << "write " << i << " did not complete";
+  }
+  std::this_thread::sleep_for(bounds::kQuiet);  // nothing more may arrive
+  finished += drain(queue, seen, errors);
+  EXPECT_EQ(finished, kWrites);
+  EXPECT_EQ(errors, 0u);
+  for (size_t i = 0; i < kWrites; ++i) EXPECT_EQ(seen[i], 1u) << "request " << i;
+  EXPECT_GT(handled, 0u) << "progress() never handled an event on the caller's thread";
+  EXPECT_LE(handled, 2 * kWrites) << "more events than the writes could have made";
+  EXPECT_EQ(agent.expect_exactly(13, kWrites), "ok");
+  EXPECT_EQ(agent.hash(0, kWrites * kBytes), hash_hex(src.bytes.data(), kWrites * kBytes));
+  engine->stop();
+  EXPECT_EQ(engine->progress(), 0u) << "progress() after stop()";
+}
+
+// With caller-thread operation off, progress() never touches a domain: the worker reaps all.
+TEST_P(CallerProgressTest, OffWithoutCallerThreadOperation) {
+  CompletionCounter done;  // before the engine, which reports to it until stopped
+  AgentProcess agent(GetParam(), 64 * kBytes);
+  ASSERT_TRUE(agent.started());
+  auto built = GetParam().builder().post_on_caller_thread(false).build();
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  TransferEngine& engine = **built;
+  SourceBuffer src(engine, 64 * kBytes, 92);
+  StopEngineFirst stop_first(&engine);
+  size_t handled = 0;
+  for (size_t i = 0; i < 64; ++i) {
+    ASSERT_TRUE(engine.submit_write({src.reg.handle, i * kBytes, agent.desc(), i * kBytes, kBytes, 14},
+                                    Completion::counter(done)).ok());
+  }
+  const auto deadline = std::chrono::steady_clock::now() + bounds::kRequests;
+  while (done.finished() < 64 && std::chrono::steady_clock::now() < deadline) handled += engine.progress();
+  EXPECT_EQ(done.done.load(), 64u);
+  EXPECT_EQ(handled, 0u);
+  EXPECT_EQ(agent.expect_exactly(14, 64), "ok");
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, CallerProgressTest, ::testing::ValuesIn(provider_matrix()), matrix_name);
+
+}  // namespace
+}  // namespace fabric_lib::testing
