@@ -127,6 +127,7 @@ Status run_submit_mode(Initiator& init, std::vector<Row>& rows) {
   Result<std::vector<std::string>> reply = init.peer().call("region " + std::to_string(size));
   if (!reply.ok()) return reply.status();
   if (reply->empty()) return malformed("empty region reply");
+  const std::vector<std::string> region_reply = *reply;  // [engine descriptor, raw region]
   Result<MrDesc> dst = MrDesc::from_hex((*reply)[0]);
   if (!dst.ok()) return dst.status();
   tools::fill_pattern(src.data(), size, o.seed);
@@ -144,6 +145,7 @@ Status run_submit_mode(Initiator& init, std::vector<Row>& rows) {
   // run_engine drives the initiator's main engine; this mode has its own, so it loops itself:
   // one request in flight (the unloaded path: nothing queued ahead of the measured request).
   std::vector<double> call_us;  // how long the submit call itself took (the caller's side)
+  bool on_caller = false;       // the caller waits by calling progress() (the second pass)
   auto run = [&](uint32_t imm, uint64_t n) -> Status {
     for (uint64_t i = 0; i < n; ++i) {
       CompletionCounter done;
@@ -154,7 +156,7 @@ Status run_submit_mode(Initiator& init, std::vector<Row>& rows) {
       uint32_t spins = 0;
       while (done.finished() < 1) {
         if (Clock::now() - t0 > kRoundTripTimeout) return Status(ErrorCode::kDeadlineExceeded, "write did not complete");
-        relax(spins);
+        if (!on_caller || engine.progress() == 0) relax(spins);
       }
       if (done.errors.load() != 0) return Status(ErrorCode::kProviderError, "a submit-mode write failed");
     }
@@ -171,27 +173,59 @@ Status run_submit_mode(Initiator& init, std::vector<Row>& rows) {
   if (!reply.ok()) return Status(reply.status().code(), "submit mode: " + reply.status().message());
   init.note_verified();
 
-  imm = init.next_imm();
-  FABRIC_LIB_RETURN_IF_ERROR(run(imm, kWarmup));
-  engine.take_submit_latencies_ns();  // drop the warm-up's samples
-  call_us.clear();
-  FABRIC_LIB_RETURN_IF_ERROR(run(imm, o.latency_iterations));
-  const std::vector<uint32_t> samples = engine.take_submit_latencies_ns();
-  reply = init.peer().call("wait " + std::to_string(imm) + " " + std::to_string((kWarmup + o.latency_iterations) * imms_per));
-  if (!reply.ok()) return reply.status();
+  // Twice: the worker reaps each write's completion (the caller spins on its counter), then the
+  // caller reaps it with progress() — the worker then stays asleep instead of sharing the cores.
+  for (const bool pass_on_caller : {false, true}) {
+    on_caller = pass_on_caller;
+    imm = init.next_imm();
+    FABRIC_LIB_RETURN_IF_ERROR(run(imm, kWarmup));
+    engine.take_submit_latencies_ns();  // drop the warm-up's samples
+    call_us.clear();
+    FABRIC_LIB_RETURN_IF_ERROR(run(imm, o.latency_iterations));
+    const std::vector<uint32_t> samples = engine.take_submit_latencies_ns();
+    reply = init.peer().call("wait " + std::to_string(imm) + " " + std::to_string((kWarmup + o.latency_iterations) * imms_per));
+    if (!reply.ok()) return reply.status();
+    if (samples.size() != o.latency_iterations) {
+      return internal_error("submit mode: " + std::to_string(samples.size()) + " latency samples for " +
+                            std::to_string(o.latency_iterations) + " requests");
+    }
+    const std::optional<LatencySummary> s = summarize_ns_as_us(samples);
+    Row row = init.row(on_caller ? "submit-progress" : "submit", size);
+    fill_latency(row, s);
+    rows.push_back(row);
+    init.progress().step(init.provider() + " submit overhead (call to first WR handed to the provider)" +
+                         (on_caller ? " with progress() reaping, " : ", ") + format_size(size) + ": " + latency_text(s) +
+                         "; the submit call itself returned after " + latency_text(summarize(call_us)));
+  }
   engine.unregister_memory(mr->handle);
   engine.stop();
-  if (samples.size() != o.latency_iterations) {
-    return internal_error("submit mode: " + std::to_string(samples.size()) + " latency samples for " +
-                          std::to_string(o.latency_iterations) + " requests");
-  }
-  const std::optional<LatencySummary> s = summarize_ns_as_us(samples);
-  Row row = init.row("submit", size);
-  fill_latency(row, s);
-  rows.push_back(row);
-  init.progress().step(init.provider() + " submit overhead (call to first WR handed to the provider), " +
-                       format_size(size) + ": " + latency_text(s) + "; the submit call itself returned after " +
-                       latency_text(summarize(call_us)));
+
+  // The raw baseline, same bytes: the duration of one fi_writedata call into the target's raw
+  // region (its raw poller answers the provider), timed the same way (the call's start to its
+  // return), one write in flight at a time.
+  if (region_reply.size() < 2) return malformed("region reply without the target's raw region");
+  Result<RawRemoteRegion> raw_dst = decode_raw_region(region_reply[1]);
+  if (!raw_dst.ok()) return raw_dst.status();
+  Result<RawRemoteRegion> raw_src = init.raw().register_region(src.data(), size, false);
+  if (!raw_src.ok()) return raw_src.status();
+  const uint32_t raw_imm = init.next_imm();
+  const size_t total = kWarmup + o.latency_iterations;
+  reply = init.peer().call("raw_start");
+  if (!reply.ok()) return reply.status();
+  FABRIC_LIB_RETURN_IF_ERROR(init.raw().connect(*raw_dst));
+  Result<std::vector<double>> raw_post_us = init.raw().post_call_times(size, total, raw_imm, kRoundTripTimeout);
+  if (raw_post_us.ok()) reply = init.peer().call("raw_wait " + std::to_string(raw_imm) + " " + std::to_string(total));
+  Result<std::vector<std::string>> stopped = init.peer().call("raw_stop");
+  if (!raw_post_us.ok()) return raw_post_us.status();
+  if (!reply.ok()) return Status(reply.status().code(), "submit mode, raw writes: " + reply.status().message());
+  if (!stopped.ok()) return stopped.status();
+  const std::optional<LatencySummary> raw = summarize(
+      std::vector<double>(raw_post_us->begin() + static_cast<std::ptrdiff_t>(std::min(kWarmup, raw_post_us->size())),
+                          raw_post_us->end()));
+  Row raw_row = init.row("submit-raw", size);
+  fill_latency(raw_row, raw);
+  rows.push_back(raw_row);
+  init.progress().step(init.provider() + " raw fi_writedata call, " + format_size(size) + ": " + latency_text(raw));
   return ok_status();
 }
 

@@ -175,11 +175,23 @@ std::vector<std::string> evaluate_targets(const std::vector<Row>& rows) {
     }
     // 4. submit-to-first-post p50 < 1 us and p99 < 5 us.
     for (const Row& r : rows) {
-      if (r.provider != provider || r.domains != domains || r.mode != "submit" || !r.p50_us || !r.p99_us) continue;
-      std::snprintf(buf, sizeof(buf), "submit-to-first-post p50 < 1 us, p99 < 5 us (%s writes): %.2f / %.2f us: %s",
-                    format_size(r.size).c_str(), *r.p50_us, *r.p99_us,
+      if (r.provider != provider || r.domains != domains || (r.mode != "submit" && r.mode != "submit-progress") ||
+          !r.p50_us || !r.p99_us) {
+        continue;
+      }
+      std::snprintf(buf, sizeof(buf), "submit-to-first-post p50 < 1 us, p99 < 5 us (%s writes%s): %.2f / %.2f us: %s",
+                    format_size(r.size).c_str(), r.mode == "submit" ? "" : ", progress() reaping", *r.p50_us, *r.p99_us,
                     verdict(*r.p50_us < 1.0 && *r.p99_us < 5.0, "").c_str());
-      lines.push_back(who + buf);
+      std::string line = who + buf;
+      // The provider's own post call is inside that interval: say how long it takes raw.
+      const Row* raw = find_row(rows, "submit-raw", domains, r.size);
+      if (raw && raw->provider == provider && raw->p50_us) {
+        const double added = *r.p50_us - *raw->p50_us;
+        std::snprintf(buf, sizeof(buf), "; the raw fi_writedata call alone p50 %.2f us, so the engine adds p50 %.2f us (< 1 us: %s)",
+                      *raw->p50_us, added, verdict(added < 1.0, "").c_str());
+        line += buf;
+      }
+      lines.push_back(line);
     }
     // 5. scatter to 64 peers: posting <= 1.2x the raw loop's, engine work per WR <= 100 ns.
     const Row* post = find_row(rows, "scatter-post", domains, 64);

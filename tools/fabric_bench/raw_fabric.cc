@@ -431,6 +431,44 @@ Status RawFabric::post_imm(uint32_t imm) {
   }
 }
 
+Result<std::vector<double>> RawFabric::post_call_times(uint64_t bytes, size_t iterations, uint32_t imm,
+                                                       std::chrono::seconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  if (!local_base_ || endpoints_.empty()) return invalid_argument("raw post: no local region registered");
+  Endpoint& ep = *endpoints_[0];
+  if (ep.peer == FI_ADDR_NOTAVAIL) return Status(ErrorCode::kFailedPrecondition, "raw post: not connected");
+  if (ep.free_contexts.empty()) return internal_error("raw post: no free context");
+  auto ignored = std::make_unique<RawImmCounts>();
+  std::vector<double> call_us;
+  call_us.reserve(iterations);
+  for (size_t i = 0; i < iterations; ++i) {
+    const uint32_t c = ep.free_contexts.back();
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      const auto t0 = Clock::now();
+      const ssize_t r = fi_writedata(ep.ep, local_base_, bytes, ep.mr_desc, imm, ep.peer, ep.remote_base,
+                                     ep.remote_key, &ep.contexts[c].fi);
+      const auto t1 = Clock::now();
+      if (r == 0) {
+        call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        ep.free_contexts.pop_back();
+        break;
+      }
+      if (r != -FI_EAGAIN) return fi_error("fi_writedata", r);
+      Result<size_t> n = poll_target(*ignored);  // progress, then try again
+      if (!n.ok()) return n.status();
+      if (Clock::now() > deadline) return Status(ErrorCode::kDeadlineExceeded, "raw post: the provider never took the write");
+    }
+    // Its completion gives the context back.
+    while (std::find(ep.free_contexts.begin(), ep.free_contexts.end(), c) == ep.free_contexts.end()) {
+      Result<size_t> n = poll_target(*ignored);
+      if (!n.ok()) return n.status();
+      if (Clock::now() > deadline) return Status(ErrorCode::kDeadlineExceeded, "raw post: write " + std::to_string(i) + " never completed");
+    }
+  }
+  return call_us;
+}
+
 Result<std::vector<double>> RawFabric::round_trip(uint32_t ping, uint32_t pong, size_t iterations,
                                                   std::chrono::seconds timeout) {
   using Clock = std::chrono::steady_clock;

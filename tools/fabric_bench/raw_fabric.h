@@ -91,6 +91,10 @@ class RawFabric {
   // A zero-length fi_writedata carrying `imm` to the connected peer, through domain 0 (waits
   // for a free context by reading completions).
   Status post_imm(uint32_t imm);
+  // The submit baseline: `iterations` times, one fi_writedata of `bytes` from the local region's
+  // start to the connected peer (domain 0), carrying `imm`, then its completion awaited. Returns
+  // how long each fi_writedata call took (µs), the call's start to its return.
+  Result<std::vector<double>> post_call_times(uint64_t bytes, size_t iterations, uint32_t imm, std::chrono::seconds timeout);
   // The imm round-trip baseline: `iterations` times, post_imm(ping) and poll until the peer's
   // answer `pong` arrived (the target's raw poller echoes: raw_echo); returns each round trip (µs).
   Result<std::vector<double>> round_trip(uint32_t ping, uint32_t pong, size_t iterations, std::chrono::seconds timeout);
