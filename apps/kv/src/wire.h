@@ -1,32 +1,23 @@
-// Little-endian writer and bounds-checked reader for the KV control messages.
+// The KV control messages' encoding (internal): the public little-endian writer and
+// bounds-checked reader (fabric_lib/byte_codec.h) plus u16-length strings, and a reader that
+// keeps the name of the first field that failed, for the error message.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <string>
-#include <vector>
+
+#include "fabric_lib/byte_codec.h"
 
 namespace fabric_lib::kv::wire {
 
-class Writer {
+class Writer : public codec::ByteWriter {
  public:
-  void u8(uint8_t v) { out_.push_back(v); }
-  void u16(uint16_t v) { put(v, 2); }
-  void u32(uint32_t v) { put(v, 4); }
-  void u64(uint64_t v) { put(v, 8); }
-  void bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
-  void str(const std::string& s) {
+  void str(const std::string& s) {  // u16 length, then the characters
     u16(static_cast<uint16_t>(s.size()));
-    out_.insert(out_.end(), s.begin(), s.end());
+    bytes({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
   }
-  std::vector<uint8_t> take() { return std::move(out_); }
-
- private:
-  void put(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  std::vector<uint8_t> out_;
 };
 
 // Every read fails (returns false) once the input is exhausted; the first failing field's name
@@ -34,16 +25,11 @@ class Writer {
 class Reader {
  public:
   explicit Reader(std::span<const uint8_t> in) : in_(in) {}
-  bool u8(uint8_t& v, const char* what) { return get(v, 1, what); }
-  bool u16(uint16_t& v, const char* what) { return get(v, 2, what); }
-  bool u32(uint32_t& v, const char* what) { return get(v, 4, what); }
-  bool u64(uint64_t& v, const char* what) { return get(v, 8, what); }
-  bool bytes(size_t n, std::span<const uint8_t>& out, const char* what) {
-    if (in_.size() - pos_ < n) return fail(what);
-    out = in_.subspan(pos_, n);
-    pos_ += n;
-    return true;
-  }
+  bool u8(uint8_t& v, const char* what) { return in_.u8(v) || fail(what); }
+  bool u16(uint16_t& v, const char* what) { return in_.u16(v) || fail(what); }
+  bool u32(uint32_t& v, const char* what) { return in_.u32(v) || fail(what); }
+  bool u64(uint64_t& v, const char* what) { return in_.u64(v) || fail(what); }
+  bool bytes(size_t n, std::span<const uint8_t>& out, const char* what) { return in_.bytes(n, out) || fail(what); }
   // A u16-length string of 1..max bytes (0..max when allow_empty).
   bool str(std::string& s, size_t max, const char* what, bool allow_empty = false) {
     uint16_t n = 0;
@@ -58,22 +44,12 @@ class Reader {
     if (error_.empty()) error_ = what;
     return false;
   }
-  bool at_end() const { return pos_ == in_.size(); }
-  size_t remaining() const { return in_.size() - pos_; }
+  bool at_end() const { return in_.at_end(); }
+  size_t remaining() const { return in_.remaining(); }
   const std::string& error() const { return error_; }
 
  private:
-  template <typename T>
-  bool get(T& v, int n, const char* what) {
-    if (in_.size() - pos_ < size_t(n)) return fail(what);
-    uint64_t x = 0;
-    for (int i = 0; i < n; ++i) x |= uint64_t(in_[pos_ + i]) << (8 * i);
-    v = static_cast<T>(x);
-    pos_ += n;
-    return true;
-  }
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
+  codec::ByteReader in_;
   std::string error_;
 };
 
