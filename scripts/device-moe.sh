@@ -20,7 +20,10 @@
 # (not yet measured) on nvidia-h200: build ~1.5 min, tests ~1 min, bench ~1 min, python ~0.5 min,
 # sanitize ~1.5 min; within 3 minutes per call: FABRIC_LIB_MOE_PARTS="memory tests bench" first,
 # then "python sanitize" while the machine is warm (the build in /tmp is reused).
-# Adds to $OUT: moe_bench.csv, moe_bench.png, moe.log, moe-memcheck-<pid>.log, moe-racecheck-<pid>.log.
+# Adds to $OUT: moe_bench.csv, moe_bench.png, moe.log, moe-memcheck-<pid>.log, moe-racecheck-<pid>.log,
+# and moe-stacks.txt when a provider call stalls during the tests (then the failing proxy cases
+# run again with FABRIC_LIB_IPC_COPY=memcpy and CUDA_MODULE_LOADING=EAGER; FABRIC_LIB_MOE_VARIANTS=0
+# skips that).
 
 moe_parts=${FABRIC_LIB_MOE_PARTS:-memory tests bench python sanitize}
 moe_want() { [[ " $moe_parts " == *" $1 "* ]]; }
@@ -41,14 +44,48 @@ if moe_want memory; then
   result moe-memory "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
 fi
 
+# While the tests run: when the provider watchdog reports a stuck call, the stacks of every rank
+# process (cuda-gdb attaches to programs; the image has no gdb) go to $out/moe-stacks.txt, once.
+moe_stack_watch() {
+  local gdb
+  gdb=$(command -v cuda-gdb || echo /usr/local/cuda/bin/cuda-gdb)
+  [ -x "$gdb" ] || return 0
+  while sleep 1; do
+    grep -q "has not returned from a call" "$moe_log" || continue
+    local pid
+    for pid in $(pgrep -f moe_device_rank); do
+      echo "=== pid $pid: $(tr '\0' ' ' </proc/"$pid"/cmdline)"
+      timeout 90 "$gdb" -p "$pid" -batch -nx -ex "set pagination off" -ex "info threads" \
+        -ex "thread apply all bt 30" 2>&1 | grep -vE "^\[New Thread|^warning: " | head -n 400
+    done >>"$out/moe-stacks.txt" 2>&1
+    return 0
+  done
+}
+
 if moe_want tests; then
   t0=$(date +%s)
   stamp "moe device tests"
   echo "== moe_device_tests ($(nvidia-smi -L 2>/dev/null | wc -l) GPU(s))" >>"$moe_log"
+  moe_stack_watch &
+  watch_pid=$!
   timeout 300 "$moe_tests" --gtest_color=no --gtest_filter='-*MoeDeviceSanitized*' >>"$moe_log" 2>&1
   status=$?
+  kill "$watch_pid" 2>/dev/null
+  wait "$watch_pid" 2>/dev/null
   result moe-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
   grep -E "^\[  (PASSED|FAILED|  OK) |^\[==========\] .* ran" "$moe_log" | tail -n 20 | tee -a "$out/summary.txt" >&2
+  if [ $status -ne 0 ] && [ "${FABRIC_LIB_MOE_VARIANTS:-1}" = 1 ]; then
+    # Which part is at fault: the failing proxy cases again with every GPU copy through
+    # cudaMemcpyAsync (no page-copy kernel), then with every module loaded at start.
+    for variant in "FABRIC_LIB_IPC_COPY=memcpy" "CUDA_MODULE_LOADING=EAGER"; do
+      t0=$(date +%s)
+      echo "== moe_device_tests, proxy cases, $variant" >>"$moe_log"
+      env "$variant" timeout 150 "$moe_tests" --gtest_color=no \
+        --gtest_filter='*Determinism*:*decode_proxy_ep2*' >>"$moe_log" 2>&1
+      vstatus=$?
+      result "moe-${variant%%=*}" "$([ $vstatus -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+    done
+  fi
 fi
 
 if moe_want bench; then

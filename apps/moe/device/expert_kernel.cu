@@ -57,6 +57,11 @@ __global__ void expert_kernel(ExpertArgs a) {
 
 }  // namespace
 
+cudaError_t load_expert_kernel() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, expert_kernel);
+}
+
 cudaError_t launch_expert(const ExpertArgs& a, cudaStream_t stream) {
   if (a.local_experts > kMaxLocal) return cudaErrorInvalidValue;
   uint32_t blocks = a.rows < 1 ? 1 : (a.rows > 1024 ? 1024 : a.rows);

@@ -20,5 +20,10 @@ struct ExpertArgs {
 };
 
 cudaError_t launch_expert(const ExpertArgs& a, cudaStream_t stream);
+// Loads the kernel now. It is launched while dispatch_recv waits, and CUDA's lazy module loading
+// would make that first launch wait for the running kernels, holding the context: the proxy's
+// copies over the ipc backend (CUDA calls) then block too, and the step deadlocks until its
+// deadline (docs/moe.md, "Lazy module loading").
+cudaError_t load_expert_kernel();
 
 }  // namespace fabric_lib::moe::testing

@@ -45,7 +45,7 @@ Status GpuRank::allocate() {
   FABRIC_LIB_RETURN_IF_ERROR(alloc(y_, R * H * g_.out_size));
   FABRIC_LIB_RETURN_IF_ERROR(alloc(out_, M * H * g_.out_size));
   FABRIC_LIB_RETURN_IF_ERROR(cuda(cudaMemset(y_, 0xFF, R * H * g_.out_size), "memset"));  // NaN gaps
-  return ok_status();
+  return cuda(load_expert_kernel(), "loading the expert kernel");
 }
 
 Status GpuRank::upload(const TokenBatch& mine) {

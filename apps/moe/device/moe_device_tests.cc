@@ -110,10 +110,15 @@ std::vector<Outcome> run(const Launch& l, std::chrono::seconds budget = std::chr
     }
   }
   for (auto& p : procs) p->write_line("exit");
+  // After a failed step a rank may never exit (a worker the watchdog gave up on is parked inside
+  // the stuck call): wait a bounded grace, not the whole budget, then the destructor kills it.
+  bool failed = false;
+  for (const Outcome& o : out) failed |= !o.done;
+  const milliseconds grace = failed ? std::min(left(), milliseconds(20000)) : left();
   for (uint32_t r = 0; r < l.world; ++r) {
     EXPECT_TRUE(out[r].done) << "rank " << r << " did not finish; last line: "
                              << (out[r].lines.empty() ? "(none)" : out[r].lines.back());
-    EXPECT_EQ(procs[r]->wait(left()), std::optional<int>(0)) << "rank " << r;
+    EXPECT_EQ(procs[r]->wait(grace), std::optional<int>(0)) << "rank " << r;
   }
   return out;
 }

@@ -98,6 +98,14 @@ Result<std::unique_ptr<AllToAll>> AllToAll::create(const MoeConfig& config, Tran
   impl->st.config = config;
   impl->st.g = Geometry::from(config);
   impl->st.on_gpu = device >= 0;
+  if (impl->st.on_gpu && config.path == Path::kProxy && engine.provider().rfind("ipc", 0) == 0 &&
+      detail::cuda_lazy_module_loading()) {
+    impl->st.failure_hint =
+        " [CUDA loads modules lazily here and the engine's ipc backend copies with CUDA calls on the proxy thread: a kernel "
+        "this process launches for the first time while a half waits holds the GPU context until the step fails. Set "
+        "CUDA_MODULE_LOADING=EAGER, or launch every kernel of the step once before the first step (docs/moe.md, "
+        "\"Lazy module loading\")]";
+  }
   {
     const MetricLabels labels = {{"path", config.path == Path::kDirect ? "direct" : "proxy"},
                                  {"device", device >= 0 ? "gpu" : "cpu"}};

@@ -1,5 +1,6 @@
 // GPU ranks (CUDA builds): device and mapped-host allocations, the kernels' context, and the
 // launches. The direct path's IPC export/import is in gpu_direct.cc.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -173,6 +174,19 @@ Result<uint64_t> CudaGpuPart::synchronize_and_step() {
   uint64_t step = 0;
   FABRIC_LIB_RETURN_IF_ERROR(cuda_status(cudaMemcpy(&step, &ctx_.ws->step, 8, cudaMemcpyDeviceToHost), "read the step"));
   return step;
+}
+
+bool cuda_lazy_module_loading() {
+  // Through the runtime's entry-point query: the library links no libcuda.
+  using GetLoadingMode = CUresult (*)(CUmoduleLoadingMode*);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    return false;
+  }
+  CUmoduleLoadingMode mode{};
+  return reinterpret_cast<GetLoadingMode>(fn)(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING;
 }
 
 Result<std::unique_ptr<GpuPart>> make_gpu_part(RankState& st, int device, std::vector<Allocation>& allocations) {

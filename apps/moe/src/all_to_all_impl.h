@@ -49,6 +49,11 @@ class GpuPart {
 // Allocates the regions of `st` on `device` (device memory, mapped host memory for the words
 // and route blocks), fills st.regions / st.control, and returns the GPU part.
 Result<std::unique_ptr<GpuPart>> make_gpu_part(RankState& st, int device, std::vector<Allocation>& allocations);
+// True when CUDA loads modules lazily in this process (CUDA_MODULE_LOADING unset or LAZY); false
+// in builds without CUDA. Lazy loading makes a kernel's first launch wait for the kernels already
+// running in the context while holding it, so a CUDA call on the proxy thread (the ipc backend's
+// copies) waits behind a waiting half: the step fails at its deadline. failure_hint says so.
+bool cuda_lazy_module_loading();
 
 struct AllToAllImpl {
   TransferEngine* engine = nullptr;

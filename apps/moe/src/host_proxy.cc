@@ -24,14 +24,38 @@ HostProxy::~HostProxy() { stop(); }
 Result<std::unique_ptr<HostProxy>> HostProxy::start(ProxySetup setup) {
   std::unique_ptr<HostProxy> p(new HostProxy(std::move(setup)));
   FABRIC_LIB_RETURN_IF_ERROR(p->prepare());
-  p->thread_ = std::thread([raw = p.get()] { raw->run(); });
+  p->thread_ = std::thread([raw = p.get(), exit = p->exit_] {
+    raw->run();
+    std::lock_guard<std::mutex> lock(exit->mu);
+    exit->done = true;
+    exit->cv.notify_all();
+  });
   return p;
+}
+
+// Joins the thread, except when the engine gave up on a group and the thread still has not left
+// within a second: it may then be parked for good inside a provider call it made itself (a submit
+// posted on the caller's thread, TransferEngineBuilder::post_on_caller_thread's caveat), and a
+// join would never return. Such a thread never runs our code again, so it is left behind.
+void HostProxy::join_thread() {
+  std::unique_lock<std::mutex> lock(exit_->mu);
+  auto abandoned_since = Clock::time_point::max();
+  while (!exit_->cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return exit_->done; })) {
+    if (abandoned_since == Clock::time_point::max()) {
+      if (s_.engine->stats().groups_abandoned > 0) abandoned_since = Clock::now();
+    } else if (Clock::now() - abandoned_since > std::chrono::seconds(1)) {
+      thread_.detach();
+      return;
+    }
+  }
+  lock.unlock();
+  thread_.join();
 }
 
 void HostProxy::stop() {
   bool was = running_.exchange(false);
   st_.bell.ring();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) join_thread();
   if (!was) return;
   if (g_.world > 1) {
     // Sinks must not touch the rank's memory once this returns.

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -100,7 +101,15 @@ class HostProxy {
   std::mutex times_mu_;
   std::vector<ProxyStepTimes> times_;
   std::atomic<bool> running_{true};
+  // Set by the thread as it leaves run(); shared, so the thread never touches a freed proxy.
+  struct Exit {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  std::shared_ptr<Exit> exit_ = std::make_shared<Exit>();
   std::thread thread_;
+  void join_thread();
 };
 
 }  // namespace fabric_lib::moe::detail

@@ -84,10 +84,14 @@ struct RankState {
   Doorbell bell;
   FailureRecord failure;
   bool on_gpu = false;
+  // Appended to deadline and provider failures when set (AllToAll::create: CUDA lazy loading with the ipc backend).
+  std::string failure_hint;
 
   // Records `why` and sets the abort word (kernels and CPU halves stop waiting).
   void fail(const Status& why, uint64_t step) {
-    failure.set(why);
+    const bool hinted = !failure_hint.empty() &&
+                        (why.code() == ErrorCode::kDeadlineExceeded || why.code() == ErrorCode::kProviderError);
+    failure.set(hinted ? Status(why.code(), why.message() + failure_hint) : why);
     control.set_abort(abort_word(why.code() == ErrorCode::kOk ? ErrorCode::kInternal : why.code(), step));
     bell.ring();
   }

@@ -76,6 +76,11 @@ class P2PAllToAll:
     ``ParallelGroup``), or through ``exchange(my_info) -> every rank's info`` with explicit
     ``rank`` and ``world_size``. ``dp_group`` of size > 1 (token replication) is not supported;
     ``node_group`` covering the whole world selects the same-host direct path on GPUs.
+
+    On GPUs with the proxy path over the same-host ``ipc`` provider, run every kernel of the step
+    (the experts) once before the first ``dispatch``, or set ``CUDA_MODULE_LOADING=EAGER``: CUDA's
+    lazy loading of a kernel first launched while a receive half waits would hold back the
+    proxy's copies until the step fails (docs/moe.md, "Lazy module loading").
     """
 
     def __init__(

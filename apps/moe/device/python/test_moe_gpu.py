@@ -70,6 +70,18 @@ def _worker(rank, world, init, path, q):
             y = _expert(experts_of_rows + rank * local, out_x, out_s)
             a2a.combine(out, idx, w, y)
 
+        # CUDA loads a kernel lazily, at its first launch, and that load waits for the kernels
+        # running in the context (here the waiting dispatch half) while holding the context: the
+        # proxy's copies over the ipc backend would wait behind it (docs/moe.md, "Lazy module
+        # loading"). So every torch kernel of the step runs once before the first dispatch.
+        counts.zero_()
+        out_x.view(torch.uint8).zero_()
+        out_s.fill_(1.0)
+        ends = torch.cumsum(counts, 0)
+        experts_of_rows.copy_(torch.searchsorted(ends, torch.arange(rows, device=device), right=True))
+        _expert(experts_of_rows + rank * local, out_x, out_s)
+        torch.cuda.synchronize()
+
         def check(s):
             torch.cuda.synchronize()
             want = _closed_form(x, scales, idx, w)

@@ -19,6 +19,11 @@
 // overflow rows than configured, or an engine error ends the step on this rank within
 // step_timeout: the abort word stops every waiting half (kernels included) and status() holds the
 // reason; every later call returns it. A failed AllToAll cannot be reused; make a new one.
+//
+// GPU ranks on the proxy path over the same-host ipc backend: every kernel launched while a
+// receive half waits must already be loaded (CUDA_MODULE_LOADING=EAGER, or one warm-up launch
+// of each before the first step); a lazy load holds the GPU context and the proxy's CUDA copies
+// wait behind it until the step fails (docs/moe.md, "Lazy module loading").
 #pragma once
 
 #include <chrono>
