@@ -159,6 +159,7 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
     return;
   }
   IdleWaiter idle(config_.idle_policy, *inbox_, raw_domains_);
+  const std::function<void()> release = [this] { disown(); };
   opened->set_value(ok_status());  // `opened` is gone after this line
 
   while (!stop_requested_.load(std::memory_order_acquire)) {
@@ -182,7 +183,7 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
     if (now >= next_sweep_ns_) busy |= sweep_stalls(now);
     busy |= probe_sweep(now);
     // Gives ownership up before it sleeps (or at once, when it spins on): submitters may post.
-    idle.after_pass(busy, must_poll, inflight, caller_polls(now), next_timer_ns(now) - now, [this] { disown(); });
+    idle.after_pass(busy, must_poll, inflight, caller_polls(now), next_timer_ns(now) - now, now, release);
   }
   if (!own()) return;
   shutdown();

@@ -36,8 +36,9 @@ IdleWaiter::~IdleWaiter() {
 }
 
 void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight, bool caller_polls, int64_t max_sleep_ns,
-                            const std::function<void()>& release) {
-  const auto now = std::chrono::steady_clock::now();
+                            int64_t now_ns, const std::function<void()>& release) {
+  const std::chrono::steady_clock::time_point now(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(now_ns)));
   if (busy) {
     last_busy_ = now;
     backoff_ = std::chrono::microseconds(0);

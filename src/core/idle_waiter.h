@@ -27,8 +27,9 @@ class IdleWaiter {
   // called TransferEngine::progress() within the spin budget — it is the group's spinner then, so
   // an adaptive worker blocks at once instead of competing with it for the cores.
   // `release` gives the worker's progress ownership up; it is called exactly once, before any
-  // sleep (after the last provider call of the pass: ready_to_block).
-  void after_pass(bool busy, bool must_poll, bool inflight, bool caller_polls, int64_t max_sleep_ns,
+  // sleep (after the last provider call of the pass: ready_to_block). `now_ns` is the pass's one
+  // clock read (monotonic_ns()): an idle spinning pass is short enough that a second read shows.
+  void after_pass(bool busy, bool must_poll, bool inflight, bool caller_polls, int64_t max_sleep_ns, int64_t now_ns,
                   const std::function<void()>& release);
 
   // How long the worker keeps spinning after its last activity, in adaptive mode.
