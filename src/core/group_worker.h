@@ -128,11 +128,13 @@ class GroupWorker {
   // One thread at a time drives the group's domains and its request state (the providers'
   // threading model: one thread per domain at a time): the worker, for one pass of its loop, or a
   // submitter that won ownership with nothing queued ahead of it. The worker stays the progress
-  // engine for everything queued, retried and timed.
+  // engine for everything queued, retried and timed. own(), post_on_caller() and
+  // progress_on_caller() live in group_worker_caller.cc.
   bool try_own() { return !owner_.exchange(true, std::memory_order_acquire); }
   void disown() { owner_.store(false, std::memory_order_release); }
-  // Worker: takes ownership, waiting while a submitter holds it; false when the group was given
-  // up on meanwhile (the watchdog took its work over: the worker thread then just ends).
+  // Worker: takes ownership, waiting while a submitter holds it (and, bounded, while one is
+  // trying to take it); false when the group was given up on meanwhile (the watchdog took its
+  // work over: the worker thread then just ends).
   bool own();
   // Submitter: posts `request`'s WRs (up to the per-pass bound) on this thread if ownership is
   // free (spins briefly for it); false: queue it instead.

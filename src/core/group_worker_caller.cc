@@ -1,0 +1,89 @@
+// GroupWorker's progress ownership and the threads other than its own that use it: own(), a
+// submit posting on the submitter's thread (post_on_caller) and TransferEngine::progress() on an
+// application thread (progress_on_caller). The provider's threading model (one thread per domain
+// at a time) holds because every provider call is made by the owner.
+#include "core/group_worker.h"
+
+#include <thread>
+
+#include "base/clock.h"
+
+namespace fabric_lib::detail {
+
+bool GroupWorker::own() {
+  // A submitter trying to post on its own thread goes first (bounded): a spinning worker takes
+  // ownership back within nanoseconds of giving it up after a pass, so without this the
+  // submitter's tries almost never land and its request waits for the next pass instead.
+  constexpr uint32_t kYieldToCallers = 1024;  // ~40 us of pauses at most
+  for (uint32_t i = 0; i < kYieldToCallers && callers_trying_.load(std::memory_order_relaxed) != 0; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  for (uint32_t i = 0; !try_own(); ++i) {
+    if (abandoned()) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 1023) == 1023) std::this_thread::yield();
+  }
+  if (abandoned()) {
+    disown();
+    return false;
+  }
+  return true;
+}
+
+bool GroupWorker::post_on_caller(Request* r) {
+  if (!config_.post_on_caller || abandoned()) return false;
+  // A worker between passes releases ownership for a moment: a few tries catch it.
+  constexpr int kTries = 64;
+  bool owned = false;
+  callers_trying_.fetch_add(1, std::memory_order_relaxed);
+  for (int i = 0; i < kTries && !(owned = try_own()); ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  callers_trying_.fetch_sub(1, std::memory_order_relaxed);
+  if (!owned) return false;
+  if (abandoned() || inbox_->has_requests()) {  // given up on, or requests queued ahead of this one
+    disown();
+    return false;
+  }
+  accept(r, monotonic_ns());
+  // Posts only: reaping is left to the worker (on some domains a poll does the work of a write —
+  // the IPC backend's host copies — which must not run inside a submit call).
+  for (size_t d = 0; d < domains_.size(); ++d) {
+    if (!domains_[d].streams.empty()) post_pending(d);
+  }
+  disown();
+  // The worker polls what was posted here (and wakes for it if it sleeps) — unless an application
+  // thread drives progress() now: it reaps the completion itself, and a wake-up per submit would
+  // only take a core from it (a worker that sleeps still wakes on the completion queue's fd, or
+  // within its back-off on providers without one).
+  if (!caller_polls(monotonic_ns())) inbox_->poke();
+  return true;
+}
+
+size_t GroupWorker::progress_on_caller(size_t max_events) {
+  if (!config_.post_on_caller || max_events == 0 || abandoned()) return 0;
+  caller_progress_ns_.store(monotonic_ns(), std::memory_order_relaxed);  // the worker need not spin (IdleWaiter)
+  if (!try_own()) return 0;
+  if (abandoned() || stop_requested_.load(std::memory_order_acquire)) {  // domains closing or taken over
+    disown();
+    return 0;
+  }
+  size_t handled = 0;
+  for (size_t d = 0; d < domains_.size() && handled < max_events; ++d) handled += poll_domain(d, max_events - handled);
+  // What the events left to do (WRs waiting for the slots they freed, receive buffers to post
+  // again) is the worker's: wake it for that, and only for that (a poll that reaped an imm costs
+  // no wake-up).
+  bool follow_up = !recvs_to_post_.empty();
+  for (const DomainState& ds : domains_) follow_up |= !ds.streams.empty();
+  disown();
+  if (follow_up) inbox_->poke();
+  return handled;
+}
+
+}  // namespace fabric_lib::detail
