@@ -1,5 +1,6 @@
 #include "fabric_lib/completion.h"
 
+#include "base/cpu_relax.h"
 #include "core/completion_delivery.h"
 
 #include <concurrentqueue/concurrentqueue.h>
@@ -22,9 +23,7 @@ bool CompletionCounter::wait_for(uint64_t n, std::chrono::milliseconds timeout) 
   for (uint32_t i = 0;; ++i) {
     if (finished() >= n) return true;
     if ((i & 63) != 0) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      cpu_relax();
       continue;
     }
     const auto now = Clock::now();

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "base/cpu_relax.h"
 
 namespace fabric_lib::detail {
 
@@ -16,15 +17,11 @@ bool GroupWorker::own() {
   // submitter's tries almost never land and its request waits for the next pass instead.
   constexpr uint32_t kYieldToCallers = 1024;  // ~40 us of pauses at most
   for (uint32_t i = 0; i < kYieldToCallers && callers_trying_.load(std::memory_order_relaxed) != 0; ++i) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+    cpu_relax();
   }
   for (uint32_t i = 0; !try_own(); ++i) {
     if (abandoned()) return false;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+    cpu_relax();
     if ((i & 1023) == 1023) std::this_thread::yield();
   }
   if (abandoned()) {
@@ -41,9 +38,7 @@ bool GroupWorker::post_on_caller(Request* r) {
   bool owned = false;
   callers_trying_.fetch_add(1, std::memory_order_relaxed);
   for (int i = 0; i < kTries && !(owned = try_own()); ++i) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+    cpu_relax();
   }
   callers_trying_.fetch_sub(1, std::memory_order_relaxed);
   if (!owned) return false;

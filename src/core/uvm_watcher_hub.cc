@@ -6,20 +6,10 @@
 #include <cstring>
 #include <exception>
 
+#include "base/cpu_relax.h"
 #include "base/log.h"
 
 namespace fabric_lib::detail {
-namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
-}  // namespace
 
 std::shared_ptr<UvmWatcherHub> UvmWatcherHub::create(Options options) {
   return std::shared_ptr<UvmWatcherHub>(new UvmWatcherHub(options));
