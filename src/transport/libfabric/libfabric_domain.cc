@@ -380,10 +380,8 @@ bool LibfabricDomain::is_connection_error(int err, int prov_errno) const {
     }
   };
   // Socket-based providers report the socket's errno as the provider errno (e.g. tcp cancels the
-  // WRs of a broken connection with FI_ECANCELED / ENOTCONN). They cancel a posted write only when
-  // its connection went away (the engine never cancels one), so FI_ECANCELED counts whatever the
-  // provider errno says: ofi_rxm was seen to cancel a write to a vanished peer with ENOENT.
-  return connection(err) || (socket_provider_ && (err == ECANCELED || connection(prov_errno)));
+  // WRs of a broken connection with FI_ECANCELED / ENOTCONN).
+  return connection(err) || (socket_provider_ && connection(prov_errno));
 }
 
 PostResult LibfabricDomain::post_control_send(const SendWr& wr, Status* error) {
