@@ -154,7 +154,10 @@ def test_a_rank_that_disappears_fails_its_peer(tmp_path):
     # at step 1 when the exit's closing tcp connection dropped rank 1's last combine write.
     r = run(2, tmp_path, shape=BF16, steps=3, die_at=(1, 2), timeout_ms=2000)
     verdict, payload = r[0]
-    assert verdict in ("moe_error:deadline_exceeded", "moe_error:peer_unreachable"), (verdict, payload)
+    # Or a write to it cancelled by tcp;ofi_rxm: it reports FI_ECANCELED with errno ENOENT, which
+    # the engine cannot tell from the cancel of a rejected write (bad key), so provider_error.
+    cancelled = verdict == "moe_error:provider_error" and "Operation canceled" in payload
+    assert verdict in ("moe_error:deadline_exceeded", "moe_error:peer_unreachable") or cancelled, (verdict, payload)
     assert "step 1" in payload or "step 2" in payload, payload
 
 
