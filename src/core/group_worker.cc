@@ -19,6 +19,7 @@ constexpr size_t kMaxEventsPerPoll = 64;
 constexpr size_t kRequestsPerAccept = 64;
 constexpr size_t kMaxLatencySamples = 1 << 22;
 constexpr int64_t kShutdownDrainNs = 500'000'000;
+constexpr int64_t kShutdownQuietNs = 10'000'000;  // drain_before_close() says why
 
 Status pin_to_cpu(int cpu) {
   cpu_set_t set;
@@ -483,8 +484,15 @@ void GroupWorker::count_wr_end(uint8_t op, const PeerEntry& peer, size_t e, Erro
 }
 
 // Callers already have their Cancelled; give the provider a moment to finish what it holds
-// before the endpoints close: libfabric 1.17's shm crashes a *peer* whose pending operations
-// point into an endpoint that vanished. Bounded, so a dead peer cannot hold stop() up.
+// before the endpoints close. Two libfabric 1.17 faults make this necessary:
+//   - shm crashes a *peer* whose pending operations point into an endpoint that vanished: so
+//     our own WRs drain first;
+//   - tcp;ofi_rxm crashes the *receiver* when a connection closes in the middle of an incoming
+//     write with immediate data (tcpx reports the half-received write as FI_ECANCELED with a null
+//     context, which rxm dereferences): so after our WRs, we keep receiving until the peers'
+//     writes to us have been quiet for kShutdownQuietNs, and a peer that stops at the same time
+//     (both sides draining) closes between whole writes.
+// Bounded, so a dead or endlessly writing peer cannot hold stop() up.
 void GroupWorker::drain_before_close() {
   for (DomainState& ds : domains_) ds.streams.clear();
   const int64_t deadline = monotonic_ns() + kShutdownDrainNs;
@@ -494,10 +502,16 @@ void GroupWorker::drain_before_close() {
     }
     return false;
   };
-  while (busy() && monotonic_ns() < deadline) {
+  int64_t last_event = monotonic_ns();
+  for (int64_t now = last_event; now < deadline; now = monotonic_ns()) {
+    if (!busy() && now - last_event >= kShutdownQuietNs) break;
     bool any = false;
     for (size_t d = 0; d < domains_.size(); ++d) any |= poll_domain(d) > 0;
-    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (any) {
+      last_event = monotonic_ns();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 }
 
