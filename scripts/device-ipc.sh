@@ -9,7 +9,9 @@
 #   ipc-bench   fabric-bench --provider ipc: single and paged writes against
 #                  cudaMemcpyPeerAsync of the same bytes (ratios), paged writes once per GPU copy
 #                  mode (memcpy / batch / kernel, to choose the default), imm round trips p50/p99.
-# Adds to $OUT: ipc_bench.csv (the other output goes into device-tests.log, bench.txt and
+#   ipc-torch-gather  tools/fabric_bench/ipc_gather_vs_torch.py: paged writes of 4096 scattered
+#                  pages over 4 GiB buffers against torch index_copy_ and a contiguous copy_.
+# Adds to $OUT: ipc_bench.csv, ipc_gather_vs_torch.csv (the other output goes into device-tests.log, bench.txt and
 # summary.txt).
 
 t0=$(date +%s)
@@ -39,3 +41,7 @@ timeout 300 "$build/tools/fabric-bench" --local --provider ipc --mode single,pag
   --duration 0.2 --latency-iterations 2000 --csv "$out/ipc_bench.csv" >>"$out/bench.txt" 2>&1
 status=$?
 result ipc-bench "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+
+
+# shellcheck source=device-ipc-gather.sh
+source "$root/scripts/device-ipc-gather.sh"
