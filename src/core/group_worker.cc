@@ -14,8 +14,6 @@
 namespace fabric_lib::detail {
 namespace {
 
-constexpr size_t kMaxPostsPerPass = 64;
-constexpr size_t kMaxEventsPerPoll = 64;
 constexpr size_t kRequestsPerAccept = 64;
 constexpr size_t kMaxLatencySamples = 1 << 22;
 constexpr int64_t kShutdownDrainNs = 500'000'000;
@@ -133,6 +131,7 @@ Status GroupWorker::open_domains() {
     // Most of the endpoint, not all: a dead peer whose WRs never complete (shm keeps them
     // forever) must leave room for the others.
     state.max_inflight_per_path = std::max<size_t>(1, state.max_inflight - state.max_inflight / 8);
+    state.wrs_per_pass = std::max<size_t>(1, info.wrs_per_pass);
     addresses_.push_back(state.domain->address());
     infos_.push_back(info);
     raw_domains_.push_back(state.domain.get());
@@ -308,7 +307,7 @@ bool GroupWorker::post_pending(size_t d) {
   DomainState& ds = domains_[d];
   size_t posted = 0;
   if (metrics_.detailed() && !ds.streams.empty()) clock_ns_ = monotonic_ns();
-  while (!ds.streams.empty() && ds.inflight < ds.max_inflight && posted < kMaxPostsPerPass) {
+  while (!ds.streams.empty() && ds.inflight < ds.max_inflight && posted < ds.wrs_per_pass) {
     Stream& s = ds.streams.front();
     Request* r = s.request;
     if (r->failed) {  // a failed request posts nothing more
@@ -340,7 +339,7 @@ bool GroupWorker::post_pending(size_t d) {
 
 size_t GroupWorker::poll_domain(size_t d, size_t max_events) {
   events_.clear();
-  const size_t n = domains_[d].domain->poll(events_, std::min(max_events, kMaxEventsPerPoll));
+  const size_t n = domains_[d].domain->poll(events_, std::min(max_events, domains_[d].wrs_per_pass));
   if (n > 0) clock_ns_ = monotonic_ns();  // the completion time of this batch's events
   for (transport::Event& ev : events_) {
     switch (ev.kind) {

@@ -157,6 +157,7 @@ class GroupWorker {
     // One peer may hold at most this many: a dead peer whose WRs never complete (shm keeps
     // them forever) must not take the whole endpoint with it.
     size_t max_inflight_per_path = 0;
+    size_t wrs_per_pass = 64;  // DomainInfo::wrs_per_pass
   };
   // A request's deadline: still its own when the request is live with the same id.
   struct DeadlineEntry {

@@ -1,5 +1,6 @@
 #include "gpu/cuda_copy_engine.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -77,7 +78,7 @@ cudaEvent_t CudaCopyEngine::take_event() {
   return e;
 }
 
-cudaError_t CudaCopyEngine::issue_small(std::vector<const CopyRequest*>& small, cudaStream_t stream) {
+cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream) {
   if (options_.mode == GpuCopyMode::kBatch) {
     std::vector<void*> dsts;
     std::vector<const void*> srcs;
@@ -146,17 +147,21 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     else issued[s].push_back(r.op);
     small.clear();
   }
-  if (!small.empty()) {
+  // Kernel mode: one launch per kMaxPageCopies copies, the launches spread over the streams so
+  // that a large flush (the ipc domain posts up to a thousand pages a pass) runs them side by
+  // side instead of one after another. Batch mode: one call for the whole flush.
+  const size_t chunk = options_.mode == GpuCopyMode::kBatch ? std::max<size_t>(1, small.size()) : PageCopyBatch::kMaxPageCopies;
+  for (size_t i = 0; i < small.size(); i += chunk) {
+    const std::span<const CopyRequest* const> part(small.data() + i, std::min(chunk, small.size() - i));
     const size_t s = d.next++ % n;
-    const cudaError_t e = issue_small(small, d.streams[s].stream);
+    const cudaError_t e = issue_small(part, d.streams[s].stream);
     if (e != cudaSuccess) {
-      // A launch may have failed after earlier ones of this flush ran: wait for the stream, so
-      // no failed op's copy can still land later.
+      // The launch failed: wait for the stream, so no failed op's copy can still land later.
       cudaStreamSynchronize(d.streams[s].stream);
       const char* what = options_.mode == GpuCopyMode::kBatch ? "cudaMemcpyBatchAsync" : "page-copy kernel launch";
-      for (const CopyRequest* r : small) fail(r->op, cuda_status(what, e));
+      for (const CopyRequest* r : part) fail(r->op, cuda_status(what, e));
     } else {
-      for (const CopyRequest* r : small) issued[s].push_back(r->op);
+      for (const CopyRequest* r : part) issued[s].push_back(r->op);
     }
   }
   for (size_t s = 0; s < n; ++s) {

@@ -7,7 +7,8 @@
 //   - large copies, host sources, and every copy in kMemcpy mode: one cudaMemcpyAsync each,
 //     spread round-robin over the streams;
 //   - small GPU-to-GPU copies (<= small_copy_bytes, both ends kCuda): in kKernel mode one page-copy kernel launch
-//     per 64 of them (page_copy_kernel.h), in kBatch mode one cudaMemcpyBatchAsync per flush.
+//     per 64 of them (page_copy_kernel.h), the launches spread round-robin over the streams; in
+//     kBatch mode one cudaMemcpyBatchAsync per flush.
 // Each stream used in a flush records one event; when it fires, that flush's copies on the
 // stream are complete (their bytes are in the target's memory).
 #pragma once
@@ -16,6 +17,7 @@
 
 #include <deque>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "gpu/copy_engine.h"
@@ -58,7 +60,7 @@ class CudaCopyEngine final : public CopyEngine {
   Result<DeviceState*> device_state(int device);
   void flush(int device, DeviceState& d, std::vector<CopyDone>& done);
   // Issues small GPU-to-GPU copies as kernels / one batched call on stream `s`.
-  cudaError_t issue_small(std::vector<const CopyRequest*>& small, cudaStream_t stream);
+  cudaError_t issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream);
   cudaEvent_t take_event();
 
   Options options_;

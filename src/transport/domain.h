@@ -29,6 +29,12 @@ struct DomainInfo {
   size_t max_inflight = 0;        // WRs that may be outstanding at once (post returns kAgain beyond)
   uint64_t max_msg_bytes = 0;     // largest single WRITE/SEND
   bool delivery_complete = false; // a WRITE's local completion means the target has the data
+  // How many WRs the worker posts to this domain, and how many events it takes from one poll(),
+  // per progress pass. A NIC's post is cheap and its completions should be reaped often; a domain
+  // whose every poll() carries a fixed cost (the ipc backend issues one batch of GPU copies per
+  // poll: kernel launches, an event record, event queries) asks for more, so that cost spreads
+  // over more WRs.
+  size_t wrs_per_pass = 64;
   // The provider reports FI_HMEM: it may register GPU memory (kCuda). Whether it really can is
   // known at the first such registration (Debian's shm reports FI_HMEM without CUDA support).
   bool hmem = false;
