@@ -347,18 +347,19 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
   if (peers && peers->group != group) return invalid_argument("submit_scatter: peer group belongs to another group");
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
-    const std::string where = "scatter target " + std::to_string(t) + ": ";
-    if (target.length == 0 && !request.imm) return invalid_argument(where + "zero length without an imm");
+    // Built only for an error: a string per target was a fifth of a 64-target submit's cost.
+    auto where = [t] { return "scatter target " + std::to_string(t) + ": "; };
+    if (target.length == 0 && !request.imm) return invalid_argument(where() + "zero length without an imm");
     if (!fits(target.src_offset, target.length, src->length)) {
-      return out_of_range(where + "source range " + range_text(target.src_offset, target.length, src->length));
+      return out_of_range(where() + "source range " + range_text(target.src_offset, target.length, src->length));
     }
     if (peers && target.peer >= peers->descs.size()) {
-      return invalid_argument(where + "peer " + std::to_string(target.peer) + " is not in the group of " +
+      return invalid_argument(where() + "peer " + std::to_string(target.peer) + " is not in the group of " +
                               std::to_string(peers->descs.size()));
     }
     const MrDesc& desc = peers ? peers->descs[target.peer] : target.dst;
     Status s = check_remote(desc, target.dst_offset, target.length, group);
-    if (!s.ok()) return Status(s.code(), where + s.message());
+    if (!s.ok()) return Status(s.code(), where() + s.message());
   }
   RequestPool::Ptr r = requests_->take();
   r->completion = std::move(done);

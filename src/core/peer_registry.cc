@@ -1,5 +1,7 @@
 #include "core/peer_registry.h"
 
+#include <algorithm>
+
 #include "core/worker_metrics.h"
 
 namespace fabric_lib::detail {
@@ -18,9 +20,10 @@ bool PeerEntry::any_inflight() const {
 }
 
 PeerEntry& PeerRegistry::entry(std::span<const uint8_t> key) {
+  if (last_ && std::ranges::equal(last_->key, key)) return *last_;
   const std::string_view k(reinterpret_cast<const char*>(key.data()), key.size());
   auto it = peers_.find(k);
-  if (it != peers_.end()) return *it->second;
+  if (it != peers_.end()) return *(last_ = it->second.get());
   auto peer = std::make_unique<PeerEntry>();
   peer->key.assign(key.begin(), key.end());
   peer->paths.resize(domains_);
@@ -28,6 +31,7 @@ PeerEntry& PeerRegistry::entry(std::span<const uint8_t> key) {
   if (metrics_) peer->metrics = metrics_->add_peer(peer->key, domains_);
   PeerEntry& ref = *peer;
   peers_.emplace(std::string(k), std::move(peer));
+  last_ = &ref;
   return ref;
 }
 

@@ -134,6 +134,8 @@ class PeerRegistry {
   };
   // Entries are never freed while the worker runs: requests and peer groups point at them.
   std::unordered_map<std::string, std::unique_ptr<PeerEntry>, Hash, std::equal_to<>> peers_;
+  // The last entry looked up: a stream of requests to one peer skips hashing its address.
+  PeerEntry* last_ = nullptr;
 };
 
 }  // namespace fabric_lib::detail
