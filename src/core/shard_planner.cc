@@ -83,8 +83,7 @@ size_t plan_pages(size_t pages, const Route& route, size_t domains, uint32_t sta
 namespace fabric_lib::planner {
 
 void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  thread_local std::vector<WritePiece> pieces;  // reused: no allocation per request
-  pieces.clear();
+  std::vector<WritePiece> pieces;
   plan_contiguous(request.length, request.route, domains, start, pieces);
   for (const WritePiece& p : pieces) {
     out.push_back({p.domain, 0, request.src_offset + p.offset, request.dst_offset + p.offset, p.length});
@@ -93,8 +92,7 @@ void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std
 
 void plan_page_list(std::span<const uint32_t> src_pages, std::span<const uint32_t> dst_pages, const PageGeometry& g,
                     const Route& route, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  thread_local std::vector<PageRun> runs;  // reused: no allocation per request
-  runs.clear();
+  std::vector<PageRun> runs;
   plan_pages(src_pages.size(), route, domains, start, runs);
   out.reserve(out.size() + src_pages.size());
   for (const PageRun& run : runs) {
@@ -113,7 +111,7 @@ void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start
 
 void plan_scatter_pieces(std::span<const ScatterPiece> targets, ScatterSharding sharding, const Route& route,
                          size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  thread_local std::vector<WritePiece> pieces;  // reused: no allocation per request
+  std::vector<WritePiece> pieces;
   for (const ScatterPiece& target : targets) {
     pieces.clear();
     if (sharding == ScatterSharding::kByBytes) {
@@ -128,8 +126,8 @@ void plan_scatter_pieces(std::span<const ScatterPiece> targets, ScatterSharding 
 }
 
 void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  thread_local std::vector<ScatterPiece> pieces;  // reused: no allocation per request
-  pieces.clear();
+  std::vector<ScatterPiece> pieces;
+  pieces.reserve(request.targets.size());
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
     pieces.push_back({static_cast<uint32_t>(t), target.length, target.src_offset, target.dst_offset});
