@@ -25,6 +25,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/builder_testing.h"
+#include "support/forwarding_domain.h"
 #include "fabric_lib/fabric_lib.h"
 #include "transport/domain.h"
 
@@ -34,25 +35,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Registration, peers and messages go to `inner`; WRITEs complete at the next poll without it.
-class InstantDomain final : public transport::Domain {
+class InstantDomain final : public testing::ForwardingDomain {
  public:
-  explicit InstantDomain(std::unique_ptr<transport::Domain> inner) : inner_(std::move(inner)) {
+  // `inner` may be null for the baseline, which only posts and polls.
+  explicit InstantDomain(std::unique_ptr<transport::Domain> inner) : ForwardingDomain(std::move(inner)) {
     if (inner_) info_ = inner_->info();
   }
   const transport::DomainInfo& info() const override { return info_; }
-  const std::vector<uint8_t>& address() const override { return inner_->address(); }
-  Result<transport::DomainMr> register_memory(void* ptr, size_t length, Access access, MemoryKind kind) override {
-    return inner_->register_memory(ptr, length, access, kind);
-  }
-  void unregister_memory(uint64_t mr_id) override { inner_->unregister_memory(mr_id); }
-  Result<transport::PeerHandle> add_peer(std::span<const uint8_t> address) override { return inner_->add_peer(address); }
-  void remove_peer(transport::PeerHandle peer) override { inner_->remove_peer(peer); }
   transport::PostResult post_write(const transport::WriteWr& wr, Status*) override {
     done_.push_back(wr.context);
     return transport::PostResult::kPosted;
   }
-  transport::PostResult post_send(const transport::SendWr& wr, Status* error) override { return inner_->post_send(wr, error); }
-  transport::PostResult post_recv(const transport::RecvWr& wr, Status* error) override { return inner_->post_recv(wr, error); }
   size_t poll(std::vector<transport::Event>& out, size_t max) override {
     size_t n = 0;
     while (n < max && !done_.empty()) {
@@ -66,11 +59,13 @@ class InstantDomain final : public transport::Domain {
     if (n < max && inner_) n += inner_->poll(out, max - n);
     return n;
   }
-  // No has_deferred_work(): the caller reaps with progress(), and a worker that saw deferred work
-  // would spin beside it and contend for the group's ownership, which this bench does not measure.
+  // No deferred work reported: the caller reaps with progress(), and a worker that saw deferred
+  // work would spin beside it and contend for the group's ownership, which this bench does not measure.
+  bool has_deferred_work() const override { return false; }
+  int wait_fd() const override { return -1; }            // the worker backs off by sleeping
+  bool ready_to_block() override { return false; }
 
  private:
-  std::unique_ptr<transport::Domain> inner_;
   transport::DomainInfo info_;
   std::deque<uint64_t> done_;
 };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/builder_testing.h"
+#include "support/forwarding_domain.h"
 #include "transport/domain.h"
 
 namespace fabric_lib::testing {
@@ -38,19 +39,10 @@ struct Gate {
   }
 };
 
-class GateDomain final : public transport::Domain {
+class GateDomain final : public ForwardingDomain {
  public:
   GateDomain(std::unique_ptr<transport::Domain> inner, std::shared_ptr<Gate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
-
-  const transport::DomainInfo& info() const override { return inner_->info(); }
-  const std::vector<uint8_t>& address() const override { return inner_->address(); }
-  Result<transport::DomainMr> register_memory(void* p, size_t n, Access a, MemoryKind k) override {
-    return inner_->register_memory(p, n, a, k);
-  }
-  void unregister_memory(uint64_t id) override { inner_->unregister_memory(id); }
-  Result<transport::PeerHandle> add_peer(std::span<const uint8_t> a) override { return inner_->add_peer(a); }
-  void remove_peer(transport::PeerHandle p) override { inner_->remove_peer(p); }
+      : ForwardingDomain(std::move(inner)), gate_(std::move(gate)) {}
 
   transport::PostResult post_write(const transport::WriteWr& wr, Status* e) override {
     if (!gate_->admit()) {
@@ -67,16 +59,6 @@ class GateDomain final : public transport::Domain {
     }
     return r;
   }
-  transport::PostResult post_send(const transport::SendWr& wr, Status* e) override { return inner_->post_send(wr, e); }
-  transport::PostResult post_recv(const transport::RecvWr& wr, Status* e) override { return inner_->post_recv(wr, e); }
-  bool supports_control() const override { return inner_->supports_control(); }
-  transport::PostResult post_control_send(const transport::SendWr& wr, Status* e) override {
-    return inner_->post_control_send(wr, e);
-  }
-  transport::PostResult post_control_recv(const transport::RecvWr& wr, Status* e) override {
-    return inner_->post_control_recv(wr, e);
-  }
-
   size_t poll(std::vector<transport::Event>& out, size_t max) override {
     const size_t before = out.size();
     if (!gate_->hold_completions.load()) {
@@ -104,12 +86,10 @@ class GateDomain final : public transport::Domain {
     }
     return out.size() - before;
   }
-  int wait_fd() const override { return inner_->wait_fd(); }
   bool ready_to_block() override { return held_.empty() && inner_->ready_to_block(); }
   bool has_deferred_work() const override { return !held_.empty() || inner_->has_deferred_work(); }
 
  private:
-  std::unique_ptr<transport::Domain> inner_;
   std::shared_ptr<Gate> gate_;
   std::vector<transport::Event> held_;     // worker thread only
   std::vector<transport::Event> scratch_;  // worker thread only

@@ -13,6 +13,7 @@
 
 #include "fabric_lib/fabric_lib.h"
 #include "engine/builder_testing.h"
+#include "support/forwarding_domain.h"
 #include "thread_state.h"
 #include "transport/guard/provider_call_guard.h"
 
@@ -60,17 +61,11 @@ Hang& hang() {
 }
 
 // Forwards everything; post_write blocks while the hang is armed.
-class HangingDomain final : public transport::Domain {
+class HangingDomain final : public testing::ForwardingDomain {
  public:
-  explicit HangingDomain(std::unique_ptr<transport::Domain> inner) : inner_(std::move(inner)) {}
-  const transport::DomainInfo& info() const override { return inner_->info(); }
-  const std::vector<uint8_t>& address() const override { return inner_->address(); }
-  Result<transport::DomainMr> register_memory(void* p, size_t n, Access a, MemoryKind k) override {
-    return inner_->register_memory(p, n, a, k);
-  }
-  void unregister_memory(uint64_t id) override { inner_->unregister_memory(id); }
-  Result<transport::PeerHandle> add_peer(std::span<const uint8_t> a) override { return inner_->add_peer(a); }
-  void remove_peer(transport::PeerHandle p) override { inner_->remove_peer(p); }
+  explicit HangingDomain(std::unique_ptr<transport::Domain> inner) : ForwardingDomain(std::move(inner)) {}
+  // No control channel, as before the shared base: the probe stays off this test's domains.
+  bool supports_control() const override { return false; }
   transport::PostResult post_write(const transport::WriteWr& wr, Status* e) override {
     if (hang().maybe_block()) {
       if (e) *e = Status(ErrorCode::kProviderError, "released");
@@ -78,14 +73,7 @@ class HangingDomain final : public transport::Domain {
     }
     return inner_->post_write(wr, e);
   }
-  transport::PostResult post_send(const transport::SendWr& wr, Status* e) override { return inner_->post_send(wr, e); }
-  transport::PostResult post_recv(const transport::RecvWr& wr, Status* e) override { return inner_->post_recv(wr, e); }
-  size_t poll(std::vector<transport::Event>& out, size_t max) override { return inner_->poll(out, max); }
-  int wait_fd() const override { return inner_->wait_fd(); }
-  bool ready_to_block() override { return inner_->ready_to_block(); }
-
- private:
-  std::unique_ptr<transport::Domain> inner_;
+  bool has_deferred_work() const override { return false; }  // as before the shared base
 };
 
 TEST(ProviderCallGuard, AbandonsOnlyAThreadStillInsideTheSameCall) {
