@@ -21,6 +21,8 @@ stamp "kv: ctest -L kv"
 status=$?
 result kv-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
 grep -E "tests passed|tests failed" "$out/kv.log" | tee -a "$out/summary.txt" >&2
+# Which ones, in the summary too: kv.log does not always come back from the device run.
+grep -A10 "The following tests FAILED" "$out/kv.log" | tee -a "$out/summary.txt" >&2
 
 t0=$(date +%s)
 stamp "kv: GPU end to end (CUDA graph, UVM watcher, IPC backend)"

@@ -18,6 +18,8 @@
 #           alone, FABRIC_LIB_DEVICE_STEPS=ipc (about 5 minutes; $OUT then holds 6 files).
 #   ipcgather (not by default; part of ipc) paged writes over ipc against torch index_copy_ and a
 #           contiguous copy_ of 4096 scattered pages (scripts/device-ipc-gather.sh), alone.
+#   ipcprofile (not by default) where a paged write's time goes on this machine's CPU: the
+#           engine's and the ipc domain's work per WR (scripts/device-ipc-profile.sh).
 #   hostbench (not by default) fabric-bench on host memory (tcp, shm; 1 and 4 domains; every mode)
 #           with this machine's cores: scripts/device-hostbench.sh.
 #   kv      (not by default) the KV-transfer app: its tests, the GPU end-to-end test (CUDA graph,
@@ -97,7 +99,8 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target $(want cpu && echo unit_tests integration_tests) \
       $(want device || want bench || want ipc && echo device_tests) \
-      $(want python || want ipc || want ipcgather || want moe || want kv || want weights && echo fabric_device_kernels _fabric_lib) \
+      $(want ipcprofile && echo engine-overhead-bench ipc-domain-bench) \
+      $(want python || want ipc || want ipcgather || want ipcprofile || want moe || want kv || want weights && echo fabric_device_kernels _fabric_lib) \
       $( (want ipc || want hostbench) && echo fabric-bench) \
       $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests) \
       $(want moe && echo moe_device_tests moe_device_rank moe_memory _moe) \
@@ -176,6 +179,11 @@ fi
 if want ipcgather && ! want ipc; then
   # shellcheck source=device-ipc-gather.sh
   source "$root/scripts/device-ipc-gather.sh"
+fi
+
+if want ipcprofile; then
+  # shellcheck source=device-ipc-profile.sh
+  source "$root/scripts/device-ipc-profile.sh"
 fi
 
 # --- 8. fabric-bench on host memory with this machine's cores (scripts/device-hostbench.sh) -------

@@ -226,6 +226,28 @@ void GroupWorker::accept(Request* r, int64_t now) {
   }
 }
 
+namespace {
+
+// The WRITE of planned WR `w` of `r` on domain `e`, into `dst` (its target's registration there).
+transport::WriteWr write_wr(const Request& r, const planner::WrPlan& w, const MrDomainEntry& dst, size_t e,
+                            transport::PeerHandle peer, WrRecord* record) {
+  transport::WriteWr wr;
+  if (r.src) {
+    wr.src = r.src->ptr + w.src_offset;
+    wr.src_desc = r.src->domain_mrs[e].desc;
+  }
+  wr.length = w.length;
+  wr.peer = peer;
+  wr.remote_addr = dst.addr_base + w.dst_offset;
+  wr.rkey = dst.rkey;
+  wr.has_imm = r.has_imm;
+  wr.imm = r.imm;
+  wr.context = reinterpret_cast<uint64_t>(record);
+  return wr;
+}
+
+}  // namespace
+
 transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) {
   Request& r = *s.request;
   const uint32_t target = r.kind == RequestKind::kSend ? 0 : r.wrs[s.next].target;
@@ -264,19 +286,7 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
   } else {
     const planner::WrPlan& w = r.wrs[s.next];
     record->bytes = w.length;
-    const MrDomainEntry& dst = r.target_desc(w.target).domain(e);
-    transport::WriteWr wr;
-    if (r.src) {
-      wr.src = r.src->ptr + w.src_offset;
-      wr.src_desc = r.src->domain_mrs[e].desc;
-    }
-    wr.length = w.length;
-    wr.peer = *handle;
-    wr.remote_addr = dst.addr_base + w.dst_offset;
-    wr.rkey = dst.rkey;
-    wr.has_imm = r.has_imm;
-    wr.imm = r.imm;
-    wr.context = reinterpret_cast<uint64_t>(record);
+    const transport::WriteWr wr = write_wr(r, w, r.target_desc(w.target).domain(e), e, *handle, record);
     result = ds.domain->post_write(wr, error);
   }
   Path& path = peer.paths[e];
@@ -288,19 +298,67 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
     return result;
   }
   path.blocked_since_ns = 0;
-  peers_.op_posted(peer, e);
-  if (path.inflight++ == 0) path.last_progress_ns = monotonic_ns();
-  path.wrs.push(record);
-  ++ds.inflight;
-  DomainCells& cells = metrics_.domain(e);
-  cells.wrs_posted.add();
-  cells.inflight.set(ds.inflight);
-  metrics_.op(r.op).wrs_posted.add();
-  if (peer.metrics) {
-    peer.metrics->wrs_posted.add();
-    peer.metrics->inflight.add();
-  }
+  note_posted(record, peer, e, 1);
   return result;
+}
+
+void GroupWorker::note_posted(WrRecord* record, PeerEntry& peer, size_t e, uint32_t wrs) {
+  Path& path = peer.paths[e];
+  DomainState& ds = domains_[e];
+  record->outstanding = wrs;
+  peers_.op_posted(peer, e, wrs);
+  if (path.inflight == 0) path.last_progress_ns = monotonic_ns();
+  path.inflight += wrs;
+  path.wrs.push(record);
+  ds.inflight += wrs;
+  DomainCells& cells = metrics_.domain(e);
+  cells.wrs_posted.add(wrs);
+  cells.inflight.set(ds.inflight);
+  metrics_.op(record->op).wrs_posted.add(wrs);
+  if (peer.metrics) {
+    peer.metrics->wrs_posted.add(wrs);
+    peer.metrics->inflight.add(wrs);
+  }
+}
+
+size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::PostResult* result, Status* error) {
+  *result = transport::PostResult::kPosted;
+  Request& r = *s.request;
+  if (r.kind == RequestKind::kSend || s.end - s.next < 2 || max_wrs < 2) return 0;
+  const planner::WrPlan& first = r.wrs[s.next];
+  PeerEntry& peer = *r.target_peers[first.target];
+  // Anything unusual (a failed peer, a rerouted path, no handle yet) goes through post_one,
+  // which reports it.
+  if (peer.health == PeerHealth::kUnreachable || !peer.paths[d].usable()) return 0;
+  DomainState& ds = domains_[d];
+  Path& path = peer.paths[d];
+  if (ds.inflight >= ds.max_inflight || path.inflight >= ds.max_inflight_per_path) return 0;
+  size_t room = std::min({max_wrs, ds.max_inflight - ds.inflight, ds.max_inflight_per_path - path.inflight,
+                          static_cast<size_t>(s.end - s.next)});
+  size_t k = 1;
+  while (k < room && r.wrs[s.next + k].target == first.target && r.wrs[s.next + k].length == first.length) ++k;
+  if (k < 2) return 0;
+  Result<transport::PeerHandle> handle = peers_.handle(peer, d, *ds.domain);
+  if (!handle.ok()) return 0;
+  WrRecord* record = records_.acquire();
+  record->request = &r;
+  record->peer = &peer;
+  record->domain = static_cast<uint32_t>(d);
+  record->op = r.op;
+  record->posted_ns = clock_ns_;
+  record->bytes = first.length;
+  const MrDomainEntry& dst = r.target_desc(first.target).domain(d);
+  run_wrs_.resize(k);
+  for (size_t i = 0; i < k; ++i) run_wrs_[i] = write_wr(r, r.wrs[s.next + i], dst, d, *handle, record);
+  const size_t n = ds.domain->post_writes(std::span<const transport::WriteWr>(run_wrs_.data(), k), result, error);
+  if (n == 0) {
+    records_.release(record);
+    if (*result == transport::PostResult::kAgain && path.blocked_since_ns == 0) path.blocked_since_ns = monotonic_ns();
+    return 0;
+  }
+  path.blocked_since_ns = 0;
+  note_posted(record, peer, d, static_cast<uint32_t>(n));
+  return n;
 }
 
 bool GroupWorker::post_pending(size_t d) {
@@ -317,18 +375,27 @@ bool GroupWorker::post_pending(size_t d) {
       continue;
     }
     Status error;
-    const transport::PostResult result = post_one(d, s, &error);
-    if (result == transport::PostResult::kAgain) break;
-    ++s.next;
-    --r->unposted;
-    if (result == transport::PostResult::kPosted) {
-      ++r->inflight;
-      ++posted;
+    transport::PostResult result;
+    // A run of WRs in one call where they allow it, else one WR.
+    size_t n = post_run(d, s, ds.wrs_per_pass - posted, &result, &error);
+    if (n == 0 && result == transport::PostResult::kPosted) {
+      result = post_one(d, s, &error);
+      n = result == transport::PostResult::kPosted ? 1 : 0;
+    }
+    if (n > 0) {
+      s.next += static_cast<uint32_t>(n);
+      r->unposted -= static_cast<uint32_t>(n);
+      r->inflight += static_cast<uint32_t>(n);
+      posted += n;
       if (!r->first_posted) {
         r->first_posted = true;
         if (r->submit_ns != 0) note_first_post(*r);
       }
-    } else {
+    }
+    if (result == transport::PostResult::kAgain) break;
+    if (result == transport::PostResult::kFailed) {  // the WR after the posted ones was refused
+      ++s.next;
+      --r->unposted;
       r->fail(std::move(error));
     }
     if (s.next == s.end) ds.streams.pop_front();
@@ -371,30 +438,37 @@ size_t GroupWorker::poll_domain(size_t d, size_t max_events) {
 void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
   PeerEntry& peer = *record->peer;
   const size_t e = record->domain;
-  peers_.op_done(peer, e, *domains_[e].domain);
-  metrics_.domain(e).inflight.set(--domains_[e].inflight);
+  // One event reports ev.count WRs of the record (1, or several of a run's); a run's record
+  // lives until the last of its WRs is reported.
+  const uint32_t n = std::clamp<uint32_t>(ev.count, 1, record->outstanding);
+  peers_.op_done(peer, e, *domains_[e].domain, n);
+  domains_[e].inflight -= n;
+  metrics_.domain(e).inflight.set(domains_[e].inflight);
+  record->outstanding -= n;
+  const bool last_of_record = record->outstanding == 0;
   if (record->abandoned) {  // its path failed earlier (and counted it); the request no longer waits for it
-    records_.release(record);
+    if (last_of_record) records_.release(record);
     return;
   }
   Request* r = record->request;
   Path& path = peer.paths[e];
-  path.wrs.erase(record);
-  --path.inflight;
+  if (last_of_record) path.wrs.erase(record);
+  path.inflight -= n;
   path.last_progress_ns = clock_ns_;
-  count_wr_end(record->op, peer, e, ev.status.code(), record->bytes, record->posted_ns);
-  records_.release(record);
+  count_wr_end(record->op, peer, e, ev.status.code(), record->bytes, record->posted_ns, n);
+  if (last_of_record) records_.release(record);
   if (r->kind == RequestKind::kSend && r->send_slot >= 0) {
     send_slots_.release(r->send_slot);
     r->send_slot = -1;
   }
-  --r->inflight;
+  r->inflight -= n;
   if (!ev.status.ok()) {
     const bool path_error = ev.status.code() == ErrorCode::kPeerUnreachable;
     r->fail(ev.status);
-    // A connection-level error condemns the path (and abandons its other WRs), not just this WR.
-    // path_failed() finishes the requests whose WRs it abandons, and `r` may be one of them (a
-    // paged write has several WRs on the path): hold it meanwhile so it is finished once, here.
+    // A connection-level error condemns the path (and abandons its other WRs, a run's others
+    // included), not just this WR. path_failed() finishes the requests whose WRs it abandons,
+    // and `r` may be one of them (a paged write has several WRs on the path): hold it meanwhile
+    // so it is finished once, here.
     if (path_error && path.up) {
       ++r->inflight;
       path_failed(peer, e, ev.status);
@@ -459,26 +533,27 @@ void GroupWorker::note_first_post(const Request& r) {
 }
 
 void GroupWorker::count_wr_end(uint8_t op, const PeerEntry& peer, size_t e, ErrorCode code, uint64_t bytes,
-                               int64_t posted_ns) {
+                               int64_t posted_ns, uint32_t wrs) {
   OpCells& op_cells = metrics_.op(op);
   DomainCells& domain_cells = metrics_.domain(e);
   PeerCells* peer_cells = peer.metrics;
   if (code == ErrorCode::kOk) {
-    op_cells.wrs_completed.add();
-    domain_cells.wrs_completed.add();
-    domain_cells.bytes_written.add(bytes);
+    op_cells.wrs_completed.add(wrs);
+    domain_cells.wrs_completed.add(wrs);
+    domain_cells.bytes_written.add(bytes * wrs);
   } else {
-    op_cells.wrs_failed[static_cast<size_t>(code)].add();
-    domain_cells.wrs_failed.add();
+    op_cells.wrs_failed[static_cast<size_t>(code)].add(wrs);
+    domain_cells.wrs_failed.add(wrs);
   }
   if (!peer_cells) return;
-  peer_cells->inflight.sub();
+  peer_cells->inflight.sub(wrs);
   if (code == ErrorCode::kOk) {
-    peer_cells->wrs_completed.add();
-    peer_cells->bytes_written.add(bytes);
-    if (posted_ns != 0) peer_cells->wr_latency.record(clock_ns_ - posted_ns);
+    peer_cells->wrs_completed.add(wrs);
+    peer_cells->bytes_written.add(bytes * wrs);
+    // One sample per WR; WRs reported together finished together.
+    if (posted_ns != 0) peer_cells->wr_latency.record(clock_ns_ - posted_ns, wrs);
   } else {
-    peer_cells->wrs_failed.add();
+    peer_cells->wrs_failed.add(wrs);
   }
 }
 

@@ -171,7 +171,15 @@ class GroupWorker {
   bool accept_requests();
   void accept(Request* r, int64_t now);
   bool post_pending(size_t d);
+  // The bookkeeping of `wrs` WRs just posted to `peer` on domain `e` under `record`.
+  void note_posted(WrRecord* record, PeerEntry& peer, size_t e, uint32_t wrs);
   transport::PostResult post_one(size_t d, Stream& stream, Status* error);
+  // Posts up to `max_wrs` WRs of `stream` as one run when the next ones go to one peer on this
+  // domain's own path and have one length (a paged write's pages): one record and one
+  // Domain::post_writes call for all of them. Returns how many it posted; 0 with `*result`
+  // kPosted when the run form does not apply (the caller then uses post_one); else `*result`
+  // and `*error` are post_one's for the first WR not posted.
+  size_t post_run(size_t d, Stream& stream, size_t max_wrs, transport::PostResult* result, Status* error);
   // Returns how many events it handled.
   size_t poll_domain(size_t d, size_t max_events = SIZE_MAX);
   void on_wr_done(WrRecord* record, transport::Event& ev);
@@ -180,8 +188,10 @@ class GroupWorker {
   void deliver(Request* r, const Status& status, bool on_owner = true);
   // Its first WR was posted: the submit-to-post latency (benchmarks, metrics).
   void note_first_post(const Request& r);
-  // The metrics of a WR that ended: `ok`, or failed with `code` (abandoned by its path too).
-  void count_wr_end(uint8_t op, const PeerEntry& peer, size_t e, ErrorCode code, uint64_t bytes, int64_t posted_ns);
+  // The metrics of `wrs` WRs of `bytes` each that ended: `ok`, or failed with `code` (abandoned
+  // by their path too).
+  void count_wr_end(uint8_t op, const PeerEntry& peer, size_t e, ErrorCode code, uint64_t bytes, int64_t posted_ns,
+                    uint32_t wrs = 1);
   // Mirrors a peer's health into its metrics (after every change).
   void note_health(const PeerEntry& peer);
   void shutdown();
@@ -241,6 +251,7 @@ class GroupWorker {
   std::vector<std::shared_ptr<const transport::DomainCounters>> domain_counters_;  // set by open_domains()
   PeerRegistry peers_;
   WrRecordPool records_;
+  std::vector<transport::WriteWr> run_wrs_;  // post_run's WRs (kept: no allocation per run)
   std::unordered_map<uint64_t, Request*> live_;  // by TransferId
   DeadlineQueue<DeadlineEntry> deadlines_;
   int64_t next_sweep_ns_ = 0;

@@ -81,10 +81,10 @@ void GroupWorker::path_failed(PeerEntry& peer, size_t d, const Status& why) {
   for (WrRecord* rec = path.wrs.head(); rec != nullptr;) {
     WrRecord* next = rec->next;
     path.wrs.erase(rec);
-    rec->abandoned = true;  // released when (if ever) the provider reports it
+    rec->abandoned = true;  // released when (if ever) the provider reports its last WR
     Request* r = rec->request;
-    --r->inflight;  // the domain keeps counting it until the provider gives it back
-    count_wr_end(rec->op, peer, d, failure.code(), 0, 0);
+    r->inflight -= rec->outstanding;  // the domain keeps counting them until the provider gives them back
+    count_wr_end(rec->op, peer, d, failure.code(), 0, 0, rec->outstanding);
     if (r->kind == RequestKind::kSend && r->send_slot >= 0) {
       send_slots_.release(r->send_slot);
       r->send_slot = -1;

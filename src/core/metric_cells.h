@@ -49,10 +49,11 @@ inline size_t latency_bucket(uint64_t ns) {
 template <typename Counter>
 class HistogramCells {
  public:
-  void record(int64_t ns) {
+  // `samples` equal samples of `ns` (WRs that finished together).
+  void record(int64_t ns, uint64_t samples = 1) {
     const uint64_t v = ns > 0 ? static_cast<uint64_t>(ns) : 0;
-    buckets_[latency_bucket(v)].add(1);
-    sum_ns_.add(v);
+    buckets_[latency_bucket(v)].add(samples);
+    sum_ns_.add(v * samples);
   }
   void read_into(LatencyHistogram& out) const {
     for (size_t i = 0; i < LatencyHistogram::kBuckets; ++i) {

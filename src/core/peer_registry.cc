@@ -81,9 +81,9 @@ void PeerRegistry::drop_handle(PeerEntry& peer, size_t d, transport::Domain& dom
   path.remove_when_idle = false;
 }
 
-void PeerRegistry::op_done(PeerEntry& peer, size_t d, transport::Domain& domain) {
+void PeerRegistry::op_done(PeerEntry& peer, size_t d, transport::Domain& domain, uint32_t wrs) {
   Path& path = peer.paths[d];
-  if (path.provider_ops > 0) --path.provider_ops;
+  path.provider_ops -= std::min<uint64_t>(path.provider_ops, wrs);
   if (path.provider_ops == 0 && path.remove_when_idle) drop_handle(peer, d, domain);
 }
 

@@ -34,7 +34,10 @@ struct WrRecord {
   uint32_t domain = 0;
   uint8_t op = 0;          // the request's OpType (the request may be gone when an abandoned WR returns)
   bool abandoned = false;  // its path failed: the request no longer waits for it
-  uint64_t bytes = 0;      // payload
+  // WRs it stands for that the provider has not reported yet: 1, or a run's length (a paged
+  // write's pages posted together, all of one length and to one peer: GroupWorker::post_run).
+  uint32_t outstanding = 1;
+  uint64_t bytes = 0;      // payload of each of its WRs
   int64_t posted_ns = 0;   // when it was posted (metrics on)
   WrRecord* prev = nullptr;
   WrRecord* next = nullptr;
@@ -114,8 +117,8 @@ class PeerRegistry {
   // it); the next use after that inserts it afresh.
   void drop_handle(PeerEntry& peer, size_t d, transport::Domain& domain);
   // Bookkeeping of provider_ops; the last one out completes a deferred drop_handle().
-  void op_posted(PeerEntry& peer, size_t d) { ++peer.paths[d].provider_ops; }
-  void op_done(PeerEntry& peer, size_t d, transport::Domain& domain);
+  void op_posted(PeerEntry& peer, size_t d, uint32_t wrs = 1) { peer.paths[d].provider_ops += wrs; }
+  void op_done(PeerEntry& peer, size_t d, transport::Domain& domain, uint32_t wrs = 1);
   PeerEntry* find(std::span<const uint8_t> key);
 
   template <typename Fn>

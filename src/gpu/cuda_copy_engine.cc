@@ -1,6 +1,8 @@
 #include "gpu/cuda_copy_engine.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -30,6 +32,47 @@ CudaCopyEngine::~CudaCopyEngine() {
     for (StreamState& s : d.streams) cudaStreamDestroy(s.stream);
   }
   for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+  for (PieceBuffer& b : all_pieces_) cudaFreeHost(b.pieces);
+}
+
+Status CudaCopyEngine::prepare(int device) {
+  Result<DeviceState*> d = device_state(device);
+  if (!d.ok()) return d.status();
+  // Enough piece buffers for a few launches in flight, so that steady traffic allocates none.
+  while (all_pieces_.size() < 4) {
+    PieceBuffer b = new_pieces(kPiecesPerLaunch);
+    if (!b.pieces) return resource_exhausted("cudaHostAlloc of the page-copy kernel's piece buffer failed");
+    free_pieces_.push_back(b);
+  }
+  return ok_status();
+}
+
+CudaCopyEngine::PieceBuffer CudaCopyEngine::take_pieces(size_t pieces) {
+  auto best = free_pieces_.end();
+  for (auto it = free_pieces_.begin(); it != free_pieces_.end(); ++it) {
+    if (it->capacity >= pieces && (best == free_pieces_.end() || it->capacity < best->capacity)) best = it;
+  }
+  if (best != free_pieces_.end()) {
+    PieceBuffer b = *best;
+    *best = free_pieces_.back();
+    free_pieces_.pop_back();
+    return b;
+  }
+  return new_pieces(pieces);
+}
+
+CudaCopyEngine::PieceBuffer CudaCopyEngine::new_pieces(size_t pieces) {
+  PieceBuffer b;
+  b.capacity = std::bit_ceil(std::max(pieces, kPiecesPerLaunch));
+  void* p = nullptr;
+  // Portable: any device's kernel may read it (through unified addressing, at the same address).
+  if (cudaHostAlloc(&p, b.capacity * sizeof(PageCopyPiece), cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
+    cudaGetLastError();  // not sticky; clear it
+    return {};
+  }
+  b.pieces = static_cast<PageCopyPiece*>(p);
+  all_pieces_.push_back(b);
+  return b;
 }
 
 Result<CudaCopyEngine::DeviceState*> CudaCopyEngine::device_state(int device) {
@@ -78,7 +121,8 @@ cudaEvent_t CudaCopyEngine::take_event() {
   return e;
 }
 
-cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream) {
+cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream,
+                                        std::vector<PieceBuffer>& buffers) {
   if (options_.mode == GpuCopyMode::kBatch) {
     std::vector<void*> dsts;
     std::vector<const void*> srcs;
@@ -93,25 +137,29 @@ cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> smal
     size_t attr_index = 0;
     return cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), small.size(), &attr, &attr_index, 1, stream);
   }
-  PageCopyBatch batch{};
-  for (size_t i = 0; i < small.size(); i += PageCopyBatch::kMaxPageCopies) {
-    batch.count = 0;
-    for (size_t k = i; k < small.size() && batch.count < PageCopyBatch::kMaxPageCopies; ++k) {
-      batch.src[batch.count] = static_cast<const uint8_t*>(small[k]->src);
-      batch.dst[batch.count] = static_cast<uint8_t*>(small[k]->dst_ptr);
-      batch.length[batch.count] = small[k]->length;
-      ++batch.count;
+  size_t pieces = 0;
+  for (const CopyRequest* r : small) pieces += page_copy_pieces(r->length);
+  PieceBuffer b = take_pieces(pieces);
+  if (!b.pieces) {  // no pinned memory: one cudaMemcpyAsync each (slow, but the copies go)
+    for (const CopyRequest* r : small) {
+      const cudaError_t e = cudaMemcpyAsync(r->dst_ptr, r->src, r->length, cudaMemcpyDefault, stream);
+      if (e != cudaSuccess) return e;
     }
-    plan_page_copy_blocks(batch);
-    const cudaError_t e = launch_page_copy(batch, stream);
-    if (e != cudaSuccess) return e;
+    return cudaSuccess;
   }
-  return cudaSuccess;
+  buffers.push_back(b);
+  size_t k = 0;
+  for (const CopyRequest* r : small) {
+    k += split_page_copy(static_cast<const uint8_t*>(r->src), static_cast<uint8_t*>(r->dst_ptr), r->length, b.pieces + k);
+  }
+  return launch_page_copy(b.pieces, static_cast<uint32_t>(k), stream);
 }
 
 void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& done) {
-  std::vector<CopyRequest> pending = std::move(d.pending);
+  // Swapped, not moved: both vectors keep their capacity, so a steady flow allocates nothing.
+  d.flushing.swap(d.pending);
   d.pending.clear();
+  const std::vector<CopyRequest>& pending = d.flushing;
   auto fail = [&](uint64_t op, const Status& why) {
     done.push_back({op, why});
     --inflight_;
@@ -147,14 +195,24 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     else issued[s].push_back(r.op);
     small.clear();
   }
-  // Kernel mode: one launch per kMaxPageCopies copies, the launches spread over the streams so
-  // that a large flush (the ipc domain posts up to a thousand pages a pass) runs them side by
-  // side instead of one after another. Batch mode: one call for the whole flush.
-  const size_t chunk = options_.mode == GpuCopyMode::kBatch ? std::max<size_t>(1, small.size()) : PageCopyBatch::kMaxPageCopies;
-  for (size_t i = 0; i < small.size(); i += chunk) {
-    const std::span<const CopyRequest* const> part(small.data() + i, std::min(chunk, small.size() - i));
+  // Kernel mode: one launch for the whole flush, or, past kPiecesPerLaunch pieces, launches of
+  // about equal size on different streams, so that they run side by side. A copy's pieces stay
+  // in one launch (its op completes with that launch's stream). Batch mode: one call.
+  size_t total = 0;
+  for (const CopyRequest* r : small) total += page_copy_pieces(r->length);
+  const size_t per_launch = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : std::max(kPiecesPerLaunch, (total + n - 1) / n);
+  std::vector<std::vector<PieceBuffer>> buffers(n);
+  for (size_t i = 0; i < small.size();) {
+    size_t j = i;
+    size_t pieces = 0;
+    while (j < small.size() && (j == i || pieces + page_copy_pieces(small[j]->length) <= per_launch)) {
+      pieces += page_copy_pieces(small[j]->length);
+      ++j;
+    }
+    const std::span<const CopyRequest* const> part(small.data() + i, j - i);
+    i = j;
     const size_t s = d.next++ % n;
-    const cudaError_t e = issue_small(part, d.streams[s].stream);
+    const cudaError_t e = issue_small(part, d.streams[s].stream, buffers[s]);
     if (e != cudaSuccess) {
       // The launch failed: wait for the stream, so no failed op's copy can still land later.
       cudaStreamSynchronize(d.streams[s].stream);
@@ -165,20 +223,24 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     }
   }
   for (size_t s = 0; s < n; ++s) {
-    if (issued[s].empty()) continue;
+    if (issued[s].empty()) {
+      free_pieces_.insert(free_pieces_.end(), buffers[s].begin(), buffers[s].end());  // only failed launches used them
+      continue;
+    }
     cudaEvent_t ev = take_event();
     const cudaError_t e = ev ? cudaEventRecord(ev, d.streams[s].stream) : cudaErrorMemoryAllocation;
     if (e != cudaSuccess) {
       // No event to watch: wait here instead (rare), and report what the stream says.
       const cudaError_t sync = cudaStreamSynchronize(d.streams[s].stream);
       if (ev) free_events_.push_back(ev);
+      free_pieces_.insert(free_pieces_.end(), buffers[s].begin(), buffers[s].end());
       for (uint64_t op : issued[s]) {
         done.push_back({op, sync == cudaSuccess ? ok_status() : cuda_status("GPU copy", sync)});
         --inflight_;
       }
       continue;
     }
-    d.streams[s].flushed.push_back({ev, std::move(issued[s])});
+    d.streams[s].flushed.push_back({ev, std::move(issued[s]), std::move(buffers[s])});
   }
 }
 
@@ -194,6 +256,7 @@ void CudaCopyEngine::progress(std::vector<CopyDone>& done) {
         for (uint64_t op : f.ops) done.push_back({op, status});
         inflight_ -= f.ops.size();
         free_events_.push_back(f.event);
+        free_pieces_.insert(free_pieces_.end(), f.buffers.begin(), f.buffers.end());
         s.flushed.pop_front();
       }
     }
@@ -210,6 +273,7 @@ void CudaCopyEngine::drain() {
       for (Flushed& f : s.flushed) {
         inflight_ -= std::min(inflight_, f.ops.size());
         free_events_.push_back(f.event);
+        free_pieces_.insert(free_pieces_.end(), f.buffers.begin(), f.buffers.end());
       }
       s.flushed.clear();
     }

@@ -6,9 +6,11 @@
 // Copies submitted during one poll pass are issued together at the next progress() ("flush"):
 //   - large copies, host sources, and every copy in kMemcpy mode: one cudaMemcpyAsync each,
 //     spread round-robin over the streams;
-//   - small GPU-to-GPU copies (<= small_copy_bytes, both ends kCuda): in kKernel mode one page-copy kernel launch
-//     per 64 of them (page_copy_kernel.h), the launches spread round-robin over the streams; in
-//     kBatch mode one cudaMemcpyBatchAsync per flush.
+//   - small GPU-to-GPU copies (<= small_copy_bytes, both ends kCuda): in kKernel mode (and kAuto,
+//     when a flush has more than one) the page-copy kernel (page_copy_kernel.h): the copies are
+//     split into pieces written into a pinned host buffer, and one launch moves them all. A flush
+//     of more than kPiecesPerLaunch pieces is split into launches on different streams, so they
+//     run side by side. In kBatch mode one cudaMemcpyBatchAsync per flush.
 // Each stream used in a flush records one event; when it fires, that flush's copies on the
 // stream are complete (their bytes are in the target's memory).
 #pragma once
@@ -23,6 +25,7 @@
 #include "gpu/copy_engine.h"
 #include "gpu/copy_mode.h"
 #include "gpu/device_guard.h"
+#include "gpu/page_copy_kernel.h"
 
 namespace fabric_lib::gpu {
 
@@ -42,10 +45,22 @@ class CudaCopyEngine final : public CopyEngine {
   size_t inflight() const override { return inflight_; }
   void drain() override;
 
+  // Pieces one kernel launch takes before a flush spreads over another stream.
+  static constexpr size_t kPiecesPerLaunch = 4096;
+  // Creates `device`'s streams and a few pinned piece buffers now, at set-up (registration),
+  // rather than at the first copy, which may come while an application kernel spins.
+  Status prepare(int device);
+
  private:
+  // Pinned host memory holding one launch's pieces; reused once the launch is complete.
+  struct PieceBuffer {
+    PageCopyPiece* pieces = nullptr;
+    size_t capacity = 0;
+  };
   struct Flushed {  // one flush's copies on one stream, complete when `event` fires
     cudaEvent_t event = nullptr;
     std::vector<uint64_t> ops;
+    std::vector<PieceBuffer> buffers;  // the kernel launches' pieces, freed with the event
   };
   struct StreamState {
     cudaStream_t stream = nullptr;
@@ -55,17 +70,27 @@ class CudaCopyEngine final : public CopyEngine {
     std::vector<StreamState> streams;
     size_t next = 0;
     std::vector<CopyRequest> pending;
+    std::vector<CopyRequest> flushing;  // flush()'s copy of `pending`
   };
 
   Result<DeviceState*> device_state(int device);
   void flush(int device, DeviceState& d, std::vector<CopyDone>& done);
-  // Issues small GPU-to-GPU copies as kernels / one batched call on stream `s`.
-  cudaError_t issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream);
+  // Issues small GPU-to-GPU copies as one kernel launch / one batched call on `stream`; a
+  // kernel launch's piece buffer goes into `buffers`.
+  cudaError_t issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream, std::vector<PieceBuffer>& buffers);
   cudaEvent_t take_event();
+  // A pinned buffer for at least `pieces` pieces (a free one, else a new one); null pieces when
+  // pinned memory cannot be had.
+  PieceBuffer take_pieces(size_t pieces);
+  // A newly allocated one (kept in all_pieces_ until the destructor).
+  PieceBuffer new_pieces(size_t pieces);
+
 
   Options options_;
   std::map<int, DeviceState> devices_;
   std::vector<cudaEvent_t> free_events_;
+  std::vector<PieceBuffer> free_pieces_;
+  std::vector<PieceBuffer> all_pieces_;  // freed by the destructor
   size_t inflight_ = 0;
 };
 

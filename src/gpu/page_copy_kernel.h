@@ -1,7 +1,10 @@
-// A gather/scatter copy kernel for batches of small copies (CUDA builds only): one launch moves
-// up to kMaxPageCopies independent (src, dst, length) copies, each over one or more thread
-// blocks, with 16-byte accesses where both ends are aligned. It replaces one cudaMemcpyAsync
-// per page when a paged write posts many small pages (see cuda_copy_engine.h for when).
+// A gather/scatter copy kernel for batches of small copies (CUDA builds only). The host splits
+// every copy into pieces of at most kPageCopyPieceBytes (split_page_copy) and writes the pieces
+// into a buffer the GPU can read (pinned host memory); one launch then moves all of them, one
+// thread block per piece, with 16-byte accesses where both ends are aligned. It replaces one
+// cudaMemcpyAsync per page when a paged write posts many small pages (cuda_copy_engine.h says
+// when). One launch serves a whole flush — thousands of pages — because a launch costs the
+// worker microseconds, which for 4 KiB pages is more than the copy.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -10,21 +13,38 @@
 
 namespace fabric_lib::gpu {
 
-struct PageCopyBatch {
-  static constexpr uint32_t kMaxPageCopies = 64;
-  const uint8_t* src[kMaxPageCopies];
-  uint8_t* dst[kMaxPageCopies];
-  uint64_t length[kMaxPageCopies];
-  // Copy i runs on blocks [first_block[i], first_block[i + 1]); first_block[count] = total blocks.
-  uint32_t first_block[kMaxPageCopies + 1];
-  uint32_t count;
+// One thread block's share of a copy.
+struct PageCopyPiece {
+  const uint8_t* src;
+  uint8_t* dst;
+  uint64_t length;
 };
 
-// Splits copy lengths into blocks (at most kMaxBlocksPerCopy per copy) and fills first_block.
-void plan_page_copy_blocks(PageCopyBatch& batch);
+// Bytes per piece: a multiple of 16, so aligned copies stay aligned piece by piece.
+inline constexpr uint64_t kPageCopyPieceBytes = 16 * 1024;
 
-// Launches the kernel on `stream` (whose device must reach every src and dst).
-cudaError_t launch_page_copy(const PageCopyBatch& batch, cudaStream_t stream);
+// How many pieces a copy of `length` bytes becomes (at least 1).
+inline uint64_t page_copy_pieces(uint64_t length) {
+  return length == 0 ? 1 : (length + kPageCopyPieceBytes - 1) / kPageCopyPieceBytes;
+}
+
+// Writes the pieces of one copy of `length` > 0 bytes into `out` (room for
+// page_copy_pieces(length)); returns how many.
+inline uint64_t split_page_copy(const uint8_t* src, uint8_t* dst, uint64_t length, PageCopyPiece* out) {
+  uint64_t n = 0;
+  uint64_t at = 0;
+  do {
+    const uint64_t len = length - at < kPageCopyPieceBytes ? length - at : kPageCopyPieceBytes;
+    out[n++] = {src + at, dst + at, len};
+    at += len;
+  } while (at < length);
+  return n;
+}
+
+// Launches the kernel over `count` pieces on `stream` (whose device must reach every src and
+// dst, and `pieces`: device memory, or pinned host memory mapped for the device). `pieces` must
+// stay untouched until the launch is complete.
+cudaError_t launch_page_copy(const PageCopyPiece* pieces, uint32_t count, cudaStream_t stream);
 
 // Loads the kernel into the current device's context now. CUDA 12+ loads a module lazily at its
 // first launch, and that load waits for every kernel already running in the context: a first

@@ -109,6 +109,9 @@ struct Event {
   uint32_t imm = 0;
   uint64_t context = 0;
   uint64_t length = 0;
+  // kWriteDone: how many WRs posted with `context` this event reports (a backend may report a
+  // run of WRs that share a context, all successful, in one event; libfabric never does).
+  uint32_t count = 1;
   Status status;  // ok, or why the operation failed
 };
 
@@ -127,6 +130,22 @@ class Domain {
   virtual void remove_peer(PeerHandle peer) = 0;
 
   virtual PostResult post_write(const WriteWr& wr, Status* error) = 0;
+  // A run of WRITEs in one call: posts `wrs` in order until one is not posted and returns how
+  // many were (each posted one completes exactly once, as with post_write). `*last` is the result
+  // of the first WR not posted (kAgain, or kFailed with `*error` filled in), kPosted when all
+  // were. What a backend may win by it: one region lookup and one copy batch for a paged write's
+  // pages (ipc), one watchdog bracket (guard), FI_MORE (libfabric, later). This default posts
+  // them one by one.
+  virtual size_t post_writes(std::span<const WriteWr> wrs, PostResult* last, Status* error) {
+    size_t n = 0;
+    *last = PostResult::kPosted;
+    for (const WriteWr& wr : wrs) {
+      *last = post_write(wr, error);
+      if (*last != PostResult::kPosted) break;
+      ++n;
+    }
+    return n;
+  }
   virtual PostResult post_send(const SendWr& wr, Status* error) = 0;
   virtual PostResult post_recv(const RecvWr& wr, Status* error) = 0;
 

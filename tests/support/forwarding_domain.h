@@ -23,6 +23,8 @@ class ForwardingDomain : public transport::Domain {
   Result<transport::PeerHandle> add_peer(std::span<const uint8_t> a) override { return inner_->add_peer(a); }
   void remove_peer(transport::PeerHandle p) override { inner_->remove_peer(p); }
   transport::PostResult post_write(const transport::WriteWr& wr, Status* e) override { return inner_->post_write(wr, e); }
+  // post_writes is not forwarded: Domain's default posts a run through this->post_write, so a
+  // decorator that overrides post_write sees every WR of a run too.
   transport::PostResult post_send(const transport::SendWr& wr, Status* e) override { return inner_->post_send(wr, e); }
   transport::PostResult post_recv(const transport::RecvWr& wr, Status* e) override { return inner_->post_recv(wr, e); }
   bool supports_control() const override { return inner_->supports_control(); }

@@ -318,3 +318,72 @@ TEST(IpcDomain, RegistrationTableIsBounded) {
 
 }  // namespace
 }  // namespace fabric_lib::transport::ipc
+
+namespace fabric_lib::transport::ipc {
+namespace {
+
+// post_writes, a paged write's run: every WR up to the first bad one is posted and lands, the
+// bad one is refused with its error, and the run's completions (one shared context) add up to
+// exactly the WRs posted, however the domain groups them into events.
+TEST(IpcDomain, ARunPostsUpToItsFirstBadWriteAndCountsEachPostedWriteOnce) {
+  Pair p;
+  ASSERT_TRUE(p.a && p.b);
+  constexpr size_t kPage = 4096, kPages = 16;
+  std::vector<uint8_t> src(kPages * kPage), dst(kPages * kPage, 0);
+  std::iota(src.begin(), src.end(), uint8_t{5});
+  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
+  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  ASSERT_TRUE(smr.ok() && dmr.ok());
+  std::vector<WriteWr> run;
+  for (size_t i = 0; i < 10; ++i) {  // page i to page (i * 3) % 16; WR 6 points past the region
+    const uint64_t at = i == 6 ? dst.size() : (i * 3) % kPages * kPage;
+    run.push_back(write_wr(src.data() + i * kPage, smr->desc, kPage, p.b_at_a, at, dmr->rkey, 9u, 42));
+  }
+  PostResult last = PostResult::kPosted;
+  Status error;
+  ASSERT_EQ(p.a->post_writes(run, &last, &error), 6u);
+  EXPECT_EQ(last, PostResult::kFailed);
+  EXPECT_EQ(error.code(), ErrorCode::kOutOfRange) << error.to_string();
+  auto done = [&] {
+    uint64_t n = 0;
+    for (const Event& e : p.ea) n += e.kind == EventKind::kWriteDone ? e.count : 0;
+    return n;
+  };
+  ASSERT_TRUE(p.poll_until([&] { return done() == 6 && count_kind(p.eb, EventKind::kImm) == 6; }));
+  for (int i = 0; i < 100; ++i) p.a->poll(p.ea, 64), p.b->poll(p.eb, 64);
+  EXPECT_EQ(done(), 6u) << "a posted WR reported twice";
+  EXPECT_EQ(count_kind(p.eb, EventKind::kImm), 6u);
+  for (const Event& e : p.ea) {
+    EXPECT_EQ(e.context, 42u);
+    EXPECT_TRUE(e.status.ok());
+  }
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(std::memcmp(dst.data() + (i * 3) % kPages * kPage, src.data() + i * kPage, kPage), 0) << "page " << i;
+  }
+  EXPECT_EQ(p.a->ops_in_flight(), 0u);
+}
+
+// A run meets back-pressure (the domain's op limit): it posts what fits and says kAgain; the
+// rest posts later.
+TEST(IpcDomain, ARunStopsAtTheOpLimitWithAgain) {
+  Pair p(8192, /*max_inflight=*/4);
+  ASSERT_TRUE(p.a && p.b);
+  std::vector<uint8_t> src(8 * 4096, 1), dst(8 * 4096, 0);
+  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
+  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  ASSERT_TRUE(smr.ok() && dmr.ok());
+  std::vector<WriteWr> run;
+  for (size_t i = 0; i < 8; ++i) run.push_back(write_wr(src.data() + i * 4096, smr->desc, 4096, p.b_at_a, i * 4096, dmr->rkey, 3u, 7));
+  PostResult last = PostResult::kPosted;
+  Status error;
+  ASSERT_EQ(p.a->post_writes(run, &last, &error), 4u);
+  EXPECT_EQ(last, PostResult::kAgain);
+  ASSERT_TRUE(p.poll_until([&] { return p.a->ops_in_flight() == 0; }));
+  ASSERT_EQ(p.a->post_writes(std::span<const WriteWr>(run).subspan(4), &last, &error), 4u);
+  EXPECT_EQ(last, PostResult::kPosted);
+  ASSERT_TRUE(p.poll_until([&] { return count_kind(p.eb, EventKind::kImm) == 8; }));
+  EXPECT_EQ(std::count(dst.begin(), dst.end(), 1), static_cast<long>(dst.size()));
+}
+
+}  // namespace
+}  // namespace fabric_lib::transport::ipc

@@ -42,6 +42,10 @@ class GuardedDomain final : public Domain {
     ProviderCall call(*watch_);
     return inner_->post_write(wr, error);
   }
+  size_t post_writes(std::span<const WriteWr> wrs, PostResult* last, Status* error) override {
+    ProviderCall call(*watch_);  // one bracket for the run
+    return inner_->post_writes(wrs, last, error);
+  }
   PostResult post_send(const SendWr& wr, Status* error) override {
     ProviderCall call(*watch_);
     return inner_->post_send(wr, error);

@@ -63,6 +63,7 @@ Result<GpuExport> CudaGpuBackend::export_region(void* ptr, size_t length, bool f
   // Now, at registration, not at the first copy: that may come while the application's kernel
   // spins waiting for it, and a lazy module load would wait for that kernel.
   FABRIC_LIB_RETURN_IF_ERROR(gpu::load_copy_kernels(device));
+  FABRIC_LIB_RETURN_IF_ERROR(copies_.prepare(device));
   if (!for_peers) return out;
   gpu::DeviceGuard guard(device);  // the driver call below needs the device's context current
   if (guard.status() != cudaSuccess) return gpu::cuda_status("cudaSetDevice", guard.status());

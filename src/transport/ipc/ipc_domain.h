@@ -60,6 +60,9 @@ class IpcDomain final : public Domain {
   void remove_peer(PeerHandle peer) override;
 
   PostResult post_write(const WriteWr& wr, Status* error) override;
+  // A run to one peer, source region and target key (a paged write's pages on this domain) looks
+  // the peer and the region up once.
+  size_t post_writes(std::span<const WriteWr> wrs, PostResult* last, Status* error) override;
   PostResult post_send(const SendWr& wr, Status* error) override;
   PostResult post_recv(const RecvWr& wr, Status* error) override;
   bool supports_control() const override { return true; }
@@ -87,10 +90,11 @@ class IpcDomain final : public Domain {
     uint64_t table_slot = UINT64_MAX;  // UINT64_MAX: not published (local-only)
     uint64_t key = 0;
   };
+  struct Peer;
   struct Op {
     EventKind kind = EventKind::kWriteDone;
     uint64_t context = 0;
-    PeerHandle peer = 0;
+    Peer* peer = nullptr;  // lives while it has ops (maybe_release waits for ops == 0)
     bool has_imm = false;
     uint32_t imm = 0;
     Status error;  // a failure noted while the copy still runs
@@ -143,7 +147,10 @@ class IpcDomain final : public Domain {
   Result<GpuBackend*> gpu();
 
   // ipc_domain_ops.cc: operations, the outboxes, copies, peer failure.
-  uint32_t new_op(EventKind kind, uint64_t context, PeerHandle peer);
+  uint32_t new_op(EventKind kind, uint64_t context, Peer& peer);
+  // post_write's copy, the peer and both regions found: checks the ranges, makes the op and
+  // submits the copy.
+  PostResult post_copy(Peer& peer, const WriteWr& wr, const LocalRegion& src, const RemoteRegion& dst, Status* error);
   void complete(uint32_t op, Status status);
   // Frees op `i` without an event (a copy the engine did not accept).
   void drop_op(uint32_t i);

@@ -37,30 +37,40 @@ Status IpcDomain::check_peer(Peer* peer, PeerHandle handle) {
 PostResult IpcDomain::fail_async(EventKind kind, uint64_t context, Peer& peer) {
   // Posted, and ended at once by a PeerUnreachable event (not a refusal): the worker learns from
   // the event that the path is down.
-  const uint32_t op = new_op(kind, context, peer.handle);
+  const uint32_t op = new_op(kind, context, peer);
   complete(op, peer.why);
   return PostResult::kPosted;
 }
 
-uint32_t IpcDomain::new_op(EventKind kind, uint64_t context, PeerHandle peer) {
+uint32_t IpcDomain::new_op(EventKind kind, uint64_t context, Peer& peer) {
   Op* op = ops_.acquire();
   op->kind = kind;
   op->context = context;
-  op->peer = peer;
-  if (Peer* p = find_peer(peer)) ++p->ops;
+  op->peer = &peer;
+  ++peer.ops;
   return ops_.index_of(op);
 }
 
 void IpcDomain::drop_op(uint32_t i) {
   Op* op = ops_.at(i);
   if (!op) return;
-  if (Peer* p = find_peer(op->peer); p && p->ops > 0) --p->ops;
+  if (Peer* p = op->peer; p && p->ops > 0) --p->ops;
   ops_.release(op);
 }
 
 void IpcDomain::complete(uint32_t i, Status status) {
   Op* op = ops_.at(i);
   if (!op) return;
+  // Successful writes of one run (the WRs of a post_writes call share their context) finish
+  // together: one event counts them all.
+  if (status.ok() && op->kind == EventKind::kWriteDone && !completed_.empty()) {
+    Event& last = completed_.back();
+    if (last.kind == EventKind::kWriteDone && last.context == op->context && last.status.ok() && last.count < UINT32_MAX) {
+      ++last.count;
+      drop_op(i);
+      return;
+    }
+  }
   Event ev;
   ev.kind = op->kind;
   ev.context = op->context;
@@ -154,7 +164,7 @@ PostResult IpcDomain::post_write(const WriteWr& wr, Status* error) {
       Result<RegionInfo> info = peer->segment->lookup_region(wr.rkey);
       return fail(invalid_argument("ipc: " + info.status().message()));
     }
-    const uint32_t op = new_op(EventKind::kWriteDone, wr.context, wr.peer);
+    const uint32_t op = new_op(EventKind::kWriteDone, wr.context, *peer);
     if (!wr.has_imm) {
       complete(op, ok_status());
       return PostResult::kPosted;
@@ -172,37 +182,48 @@ PostResult IpcDomain::post_write(const WriteWr& wr, Status* error) {
   }
 
   const auto* src = static_cast<const LocalRegion*>(wr.src_desc);
-  const auto* s = static_cast<const uint8_t*>(wr.src);
-  if (!src || !s || s < src->base || wr.length > src->length || s - src->base > static_cast<ptrdiff_t>(src->length - wr.length)) {
-    return fail(invalid_argument("ipc: write source outside its registered region"));
-  }
+  if (!src) return fail(invalid_argument("ipc: write source outside its registered region"));
   Result<RemoteRegion*> dst = resolve_region(*peer, wr.rkey, *src);
   if (!dst.ok()) return fail(dst.status());
-  const RegionInfo& target = (*dst)->info;
+  return post_copy(*peer, wr, *src, **dst, error);
+}
+
+PostResult IpcDomain::post_copy(Peer& peer, const WriteWr& wr, const LocalRegion& src, const RemoteRegion& dst,
+                                Status* error) {
+  auto fail = [&](Status s) {
+    if (error) *error = std::move(s);
+    return PostResult::kFailed;
+  };
+  const auto* s = static_cast<const uint8_t*>(wr.src);
+  if (!s || s < src.base || wr.length > src.length || s - src.base > static_cast<ptrdiff_t>(src.length - wr.length)) {
+    return fail(invalid_argument("ipc: write source outside its registered region"));
+  }
+  const RegionInfo& target = dst.info;
   if (wr.remote_addr > target.length || wr.length > target.length - wr.remote_addr) {
     return fail(out_of_range("ipc: write of " + std::to_string(wr.length) + " bytes at offset " +
                              std::to_string(wr.remote_addr) + " exceeds the peer's " + std::to_string(target.length) +
                              "-byte region"));
   }
-  const uint32_t op = new_op(EventKind::kWriteDone, wr.context, wr.peer);
-  ops_.at(op)->has_imm = wr.has_imm;
-  ops_.at(op)->imm = wr.imm;
+  const uint32_t op = new_op(EventKind::kWriteDone, wr.context, peer);
+  Op& o = *ops_.at(op);
+  o.has_imm = wr.has_imm;
+  o.imm = wr.imm;
   gpu::CopyRequest copy;
   copy.op = op;
   copy.src = wr.src;
-  copy.src_kind = src->kind;
-  copy.src_device = src->device;
+  copy.src_kind = src.kind;
+  copy.src_device = src.device;
   copy.length = wr.length;
   gpu::CopySubmit result;
   Status why;
   if (target.kind == MemoryKind::kHost) {
-    copy.dst_pid = peer->address.owner.pid;
+    copy.dst_pid = peer.address.owner.pid;
     copy.dst_addr = target.base + wr.remote_addr;
     result = host_copies_.submit(copy, &why);
   } else {
-    copy.dst_ptr = (*dst)->mapped + wr.remote_addr;
+    copy.dst_ptr = dst.mapped + wr.remote_addr;
     copy.dst_kind = MemoryKind::kCuda;
-    copy.dst_device = (*dst)->device;
+    copy.dst_device = dst.device;
     result = gpu_ ? gpu_->copies().submit(copy, &why) : gpu::CopySubmit::kFailed;
     if (!gpu_) why = unsupported("ipc: GPU targets need the CUDA backend");
   }
@@ -212,6 +233,40 @@ PostResult IpcDomain::post_write(const WriteWr& wr, Status* error) {
     return PostResult::kAgain;
   }
   return PostResult::kPosted;
+}
+
+size_t IpcDomain::post_writes(std::span<const WriteWr> wrs, PostResult* last, Status* error) {
+  // A paged write's run: one peer, one source region, one target key. The peer and the region
+  // are looked up once for as long as they stay the same; anything else (imm-only WRs, a dead
+  // peer) goes through post_write.
+  *last = PostResult::kPosted;
+  size_t n = 0;
+  Peer* peer = nullptr;
+  const LocalRegion* src = nullptr;
+  RemoteRegion* dst = nullptr;
+  uint64_t rkey = 0;
+  for (const WriteWr& wr : wrs) {
+    const bool same = dst && peer->handle == wr.peer && src == wr.src_desc && rkey == wr.rkey && wr.length > 0;
+    if (!same) {
+      dst = nullptr;
+      rkey = wr.rkey;
+      peer = find_peer(wr.peer);
+      src = static_cast<const LocalRegion*>(wr.src_desc);
+      if (peer && !peer->removed && !peer->dead && wr.length > 0 && src) {
+        Result<RemoteRegion*> r = resolve_region(*peer, wr.rkey, *src);
+        if (r.ok()) dst = *r;
+      }
+    }
+    if (!dst || ops_.in_use() >= options_.max_inflight) {
+      *last = post_write(wr, error);  // the slow path, and every error message
+      dst = nullptr;
+    } else {
+      *last = post_copy(*peer, wr, *src, *dst, error);
+    }
+    if (*last != PostResult::kPosted) break;
+    ++n;
+  }
+  return n;
 }
 
 PostResult IpcDomain::enqueue_message(const SendWr& wr, bool control, EventKind kind, Status* error) {
@@ -226,7 +281,7 @@ PostResult IpcDomain::enqueue_message(const SendWr& wr, bool control, EventKind 
   }
   if (ops_.in_use() >= options_.max_inflight) return PostResult::kAgain;
   if (peer->dead) return fail_async(kind, wr.context, *peer);
-  const uint32_t op = new_op(kind, wr.context, wr.peer);
+  const uint32_t op = new_op(kind, wr.context, *peer);
   OutItem item;
   item.op = op;
   item.control = control;
@@ -365,7 +420,7 @@ bool IpcDomain::progress_copies() {
     Op* found = ops_.at(i);
     if (!found) continue;
     Op& op = *found;
-    Peer* peer = find_peer(op.peer);
+    Peer* peer = op.peer;
     if (!d.status.ok()) {
       if (peer && d.status.code() == ErrorCode::kPeerUnreachable && !peer->dead) peer_failed(*peer, d.status);
       complete(i, std::move(d.status));
