@@ -48,7 +48,9 @@ class CudaCopyEngine final : public CopyEngine {
   // Pieces one kernel launch takes before a flush spreads over another stream.
   static constexpr size_t kPiecesPerLaunch = 4096;
   // Creates `device`'s streams and a few pinned piece buffers now, at set-up (registration),
-  // rather than at the first copy, which may come while an application kernel spins.
+  // rather than at the first copy, which may come while an application kernel spins. A flush
+  // that needs more buffers (more launches in flight, or one of more than kPiecesPerLaunch
+  // pieces) allocates them then, once; they are kept until the engine is destroyed.
   Status prepare(int device);
 
  private:
