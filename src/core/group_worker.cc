@@ -326,6 +326,9 @@ size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::Pos
   Request& r = *s.request;
   if (r.kind == RequestKind::kSend || s.end - s.next < 2 || max_wrs < 2) return 0;
   const planner::WrPlan& first = r.wrs[s.next];
+  // Scatters and single writes rarely make runs: one look at the next WR says so.
+  const planner::WrPlan& second = r.wrs[s.next + 1];
+  if (second.target != first.target || second.length != first.length) return 0;
   PeerEntry& peer = *r.target_peers[first.target];
   // Anything unusual (a failed peer, a rerouted path, no handle yet) goes through post_one,
   // which reports it.
