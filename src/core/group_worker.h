@@ -165,11 +165,12 @@ class GroupWorker {
     uint64_t id;
   };
 
-  // group_worker.cc: the loop, accepting, posting, polling, finishing.
+  // group_worker.cc: the loop, accepting, polling, finishing.
   void thread_main(std::promise<Status>* opened);
   Status open_domains();
   bool accept_requests();
   void accept(Request* r, int64_t now);
+  // group_worker_post.cc: posting.
   bool post_pending(size_t d);
   // The bookkeeping of `wrs` WRs just posted to `peer` on domain `e` under `record`.
   void note_posted(WrRecord* record, PeerEntry& peer, size_t e, uint32_t wrs);
@@ -180,6 +181,7 @@ class GroupWorker {
   // kPosted when the run form does not apply (the caller then uses post_one); else `*result`
   // and `*error` are post_one's for the first WR not posted.
   size_t post_run(size_t d, Stream& stream, size_t max_wrs, transport::PostResult* result, Status* error);
+  // group_worker.cc again.
   // Returns how many events it handled.
   size_t poll_domain(size_t d, size_t max_events = SIZE_MAX);
   void on_wr_done(WrRecord* record, transport::Event& ev);

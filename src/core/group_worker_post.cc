@@ -1,0 +1,192 @@
+// GroupWorker: posting — a domain's queued WRs handed to the provider, one at a time
+// (post_one) or as runs (post_run: a request's WRs to one peer, of one length, on a domain's own
+// path, in one Domain::post_writes call with one WrRecord counting them), within the pass budget
+// (post_pending).
+#include <algorithm>
+
+#include "core/group_worker.h"
+
+namespace fabric_lib::detail {
+
+namespace {
+
+// The WRITE of planned WR `w` of `r` on domain `e`, into `dst` (its target's registration there).
+transport::WriteWr write_wr(const Request& r, const planner::WrPlan& w, const MrDomainEntry& dst, size_t e,
+                            transport::PeerHandle peer, WrRecord* record) {
+  transport::WriteWr wr;
+  if (r.src) {
+    wr.src = r.src->ptr + w.src_offset;
+    wr.src_desc = r.src->domain_mrs[e].desc;
+  }
+  wr.length = w.length;
+  wr.peer = peer;
+  wr.remote_addr = dst.addr_base + w.dst_offset;
+  wr.rkey = dst.rkey;
+  wr.has_imm = r.has_imm;
+  wr.imm = r.imm;
+  wr.context = reinterpret_cast<uint64_t>(record);
+  return wr;
+}
+
+}  // namespace
+
+transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) {
+  Request& r = *s.request;
+  const uint32_t target = r.kind == RequestKind::kSend ? 0 : r.wrs[s.next].target;
+  PeerEntry& peer = *r.target_peers[target];
+  if (peer.health == PeerHealth::kUnreachable) {
+    *error = Status(ErrorCode::kPeerUnreachable, peer.last_error.message());
+    return transport::PostResult::kFailed;
+  }
+  // A WR planned for a failed path goes through another domain to the same peer; the peer's
+  // domain e takes it, so its imm is counted there just the same.
+  std::optional<size_t> routed = r.kind == RequestKind::kSend ? (peer.paths[0].up ? std::optional<size_t>(0) : std::nullopt)
+                                                             : route_around(peer, d);
+  if (!routed) {
+    *error = Status(ErrorCode::kDomainDown, "the path through domain " + std::to_string(d) + " failed");
+    return transport::PostResult::kFailed;
+  }
+  const size_t e = *routed;
+  DomainState& ds = domains_[e];
+  if (e != d && ds.inflight >= ds.max_inflight) return transport::PostResult::kAgain;
+  if (peer.paths[e].inflight >= ds.max_inflight_per_path) return transport::PostResult::kAgain;
+  Result<transport::PeerHandle> handle = peers_.handle(peer, e, *ds.domain);
+  if (!handle.ok()) {
+    *error = Status(ErrorCode::kPeerUnreachable, handle.status().message());
+    return transport::PostResult::kFailed;
+  }
+  WrRecord* record = records_.acquire();
+  record->request = &r;
+  record->peer = &peer;
+  record->domain = static_cast<uint32_t>(e);
+  record->op = r.op;
+  record->posted_ns = clock_ns_;  // this posting pass's time (metrics on)
+  transport::PostResult result;
+  if (r.kind == RequestKind::kSend) {
+    record->bytes = r.src ? r.send_length : r.message.size();
+    result = post_send(r, record, *handle, error);
+  } else {
+    const planner::WrPlan& w = r.wrs[s.next];
+    record->bytes = w.length;
+    const transport::WriteWr wr = write_wr(r, w, r.target_desc(w.target).domain(e), e, *handle, record);
+    result = ds.domain->post_write(wr, error);
+  }
+  Path& path = peer.paths[e];
+  if (result != transport::PostResult::kPosted) {
+    records_.release(record);
+    // A path that only ever answers EAGAIN (e.g. a connection that cannot be established) is
+    // as stalled as one whose WRs never complete: the stall sweep watches both.
+    if (result == transport::PostResult::kAgain && path.blocked_since_ns == 0) path.blocked_since_ns = monotonic_ns();
+    return result;
+  }
+  path.blocked_since_ns = 0;
+  note_posted(record, peer, e, 1);
+  return result;
+}
+
+void GroupWorker::note_posted(WrRecord* record, PeerEntry& peer, size_t e, uint32_t wrs) {
+  Path& path = peer.paths[e];
+  DomainState& ds = domains_[e];
+  record->outstanding = wrs;
+  peers_.op_posted(peer, e, wrs);
+  if (path.inflight == 0) path.last_progress_ns = monotonic_ns();
+  path.inflight += wrs;
+  path.wrs.push(record);
+  ds.inflight += wrs;
+  DomainCells& cells = metrics_.domain(e);
+  cells.wrs_posted.add(wrs);
+  cells.inflight.set(ds.inflight);
+  metrics_.op(record->op).wrs_posted.add(wrs);
+  if (peer.metrics) {
+    peer.metrics->wrs_posted.add(wrs);
+    peer.metrics->inflight.add(wrs);
+  }
+}
+
+size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::PostResult* result, Status* error) {
+  *result = transport::PostResult::kPosted;
+  Request& r = *s.request;
+  if (r.kind == RequestKind::kSend || s.end - s.next < 2 || max_wrs < 2) return 0;
+  const planner::WrPlan& first = r.wrs[s.next];
+  // Scatters and single writes rarely make runs: one look at the next WR says so.
+  const planner::WrPlan& second = r.wrs[s.next + 1];
+  if (second.target != first.target || second.length != first.length) return 0;
+  PeerEntry& peer = *r.target_peers[first.target];
+  // Anything unusual (a failed peer, a rerouted path, no handle yet) goes through post_one,
+  // which reports it.
+  if (peer.health == PeerHealth::kUnreachable || !peer.paths[d].usable()) return 0;
+  DomainState& ds = domains_[d];
+  Path& path = peer.paths[d];
+  if (ds.inflight >= ds.max_inflight || path.inflight >= ds.max_inflight_per_path) return 0;
+  size_t room = std::min({max_wrs, ds.max_inflight - ds.inflight, ds.max_inflight_per_path - path.inflight,
+                          static_cast<size_t>(s.end - s.next)});
+  size_t k = 1;
+  while (k < room && r.wrs[s.next + k].target == first.target && r.wrs[s.next + k].length == first.length) ++k;
+  if (k < 2) return 0;
+  Result<transport::PeerHandle> handle = peers_.handle(peer, d, *ds.domain);
+  if (!handle.ok()) return 0;
+  WrRecord* record = records_.acquire();
+  record->request = &r;
+  record->peer = &peer;
+  record->domain = static_cast<uint32_t>(d);
+  record->op = r.op;
+  record->posted_ns = clock_ns_;
+  record->bytes = first.length;
+  const MrDomainEntry& dst = r.target_desc(first.target).domain(d);
+  run_wrs_.resize(k);
+  for (size_t i = 0; i < k; ++i) run_wrs_[i] = write_wr(r, r.wrs[s.next + i], dst, d, *handle, record);
+  const size_t n = ds.domain->post_writes(std::span<const transport::WriteWr>(run_wrs_.data(), k), result, error);
+  if (n == 0) {
+    records_.release(record);
+    if (*result == transport::PostResult::kAgain && path.blocked_since_ns == 0) path.blocked_since_ns = monotonic_ns();
+    return 0;
+  }
+  path.blocked_since_ns = 0;
+  note_posted(record, peer, d, static_cast<uint32_t>(n));
+  return n;
+}
+
+bool GroupWorker::post_pending(size_t d) {
+  DomainState& ds = domains_[d];
+  size_t posted = 0;
+  if (metrics_.detailed() && !ds.streams.empty()) clock_ns_ = monotonic_ns();
+  while (!ds.streams.empty() && ds.inflight < ds.max_inflight && posted < ds.wrs_per_pass) {
+    Stream& s = ds.streams.front();
+    Request* r = s.request;
+    if (r->failed) {  // a failed request posts nothing more
+      r->unposted -= s.end - s.next;
+      ds.streams.pop_front();
+      maybe_finish(r);
+      continue;
+    }
+    Status error;
+    transport::PostResult result;
+    // A run of WRs in one call where they allow it, else one WR.
+    size_t n = post_run(d, s, ds.wrs_per_pass - posted, &result, &error);
+    if (n == 0 && result == transport::PostResult::kPosted) {
+      result = post_one(d, s, &error);
+      n = result == transport::PostResult::kPosted ? 1 : 0;
+    }
+    if (n > 0) {
+      s.next += static_cast<uint32_t>(n);
+      r->unposted -= static_cast<uint32_t>(n);
+      r->inflight += static_cast<uint32_t>(n);
+      posted += n;
+      if (!r->first_posted) {
+        r->first_posted = true;
+        if (r->submit_ns != 0) note_first_post(*r);
+      }
+    }
+    if (result == transport::PostResult::kAgain) break;
+    if (result == transport::PostResult::kFailed) {  // the WR after the posted ones was refused
+      ++s.next;
+      --r->unposted;
+      r->fail(std::move(error));
+    }
+    if (s.next == s.end) ds.streams.pop_front();
+    if (result == transport::PostResult::kFailed) maybe_finish(r);
+  }
+  return posted > 0;
+}
+
+}  // namespace fabric_lib::detail
