@@ -13,16 +13,25 @@
 #   kv-bench-cpu   fabric-kv-bench over tcp and shm (app vs engine paged writes, requests/s, the
 #                  1,000-request no-slowdown check) on this machine's cores.
 # Run it alone: FABRIC_LIB_DEVICE_STEPS=kv bash scripts/device-test.sh (carry [".deb"]).
+# FABRIC_LIB_KV_PARTS (default "tests e2e bench-gpu bench-cpu") runs a subset.
 # Adds to $OUT: kv.log, kv_gpu_bench.csv, kv_gpu_bench.png (with matplotlib), kv_cpu_bench.csv.
 
+kv_parts=${FABRIC_LIB_KV_PARTS:-tests e2e bench-gpu bench-cpu}
+kv_want() { [[ " $kv_parts " == *" $1 "* ]]; }
+: >"$out/kv.log"
+
+if kv_want tests; then
 t0=$(date +%s)
 stamp "kv: ctest -L kv"
-(cd "$build" && timeout 400 ctest --output-on-failure -L kv -E 'fuzz') >"$out/kv.log" 2>&1
+(cd "$build" && timeout 400 ctest --output-on-failure -L kv -E 'fuzz') >>"$out/kv.log" 2>&1
 status=$?
 result kv-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
 grep -E "tests passed|tests failed" "$out/kv.log" | tee -a "$out/summary.txt" >&2
 # Which ones, in the summary too: kv.log does not always come back from the device run.
 grep -A10 "The following tests FAILED" "$out/kv.log" | tee -a "$out/summary.txt" >&2
+fi
+
+if kv_want e2e; then
 
 t0=$(date +%s)
 stamp "kv: GPU end to end (CUDA graph, UVM watcher, IPC backend)"
@@ -31,6 +40,9 @@ echo "== pytest apps/kv/tests/device" >>"$out/kv.log"
   -o faulthandler_timeout=280 "$root/apps/kv/tests/device") >>"$out/kv.log" 2>&1
 status=$?
 result kv-gpu-e2e "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+fi
+
+if kv_want bench-gpu; then
 
 t0=$(date +%s)
 stamp "kv: exposed transfer time (python -m fabric_lib.kv.bench --device cuda)"
@@ -39,6 +51,9 @@ PYTHONPATH="$build/python" timeout 500 "$py" -m fabric_lib.kv.bench --device cud
   --csv "$out/kv_gpu_bench.csv" --plot "$out/kv_gpu_bench.png" >>"$out/bench.txt" 2>&1
 status=$?
 result kv-bench-gpu "$([ $status -eq 0 ] && echo ok || echo MISSED/FAILED)" $(($(date +%s) - t0))
+fi
+
+if kv_want bench-cpu; then
 
 t0=$(date +%s)
 stamp "kv: fabric-kv-bench (CPU paths)"
@@ -49,3 +64,4 @@ for provider in tcp shm; do
     >>"$out/bench.txt" 2>&1 || status=1
 done
 result kv-bench-cpu "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+fi

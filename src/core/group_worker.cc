@@ -240,8 +240,9 @@ size_t GroupWorker::poll_domain(size_t d, size_t max_events) {
         on_recv(reinterpret_cast<RecvSlot*>(ev.context), ev);
         break;
       case transport::EventKind::kImm:
-        metrics_.domain(d).imms_received.add();
-        imms_.add(ev.imm);
+        // One event may report several arrivals of one imm (Event::count).
+        metrics_.domain(d).imms_received.add(std::max<uint32_t>(ev.count, 1));
+        imms_.add(ev.imm, std::max<uint32_t>(ev.count, 1));
         break;
       case transport::EventKind::kRemoteError:
         FL_LOG_WARN("group {} domain {}: {}", config_.group, d, ev.status.to_string());

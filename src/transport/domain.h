@@ -98,7 +98,7 @@ enum class EventKind : uint8_t {
   kWriteDone,     // local completion of a WRITE (context = WriteWr::context)
   kSendDone,      // local completion of a SEND
   kRecvDone,      // a message landed in a posted receive (context = RecvWr::context, length set)
-  kImm,           // a remote WRITE with imm landed here (imm set; context unused)
+  kImm,           // remote WRITEs with imm landed here: `count` arrivals of `imm` (context unused)
   kRemoteError,   // an error without a local operation (logged by the worker)
   kControlSendDone,  // local completion of a control message (liveness probe)
   kControlRecvDone,  // a control message landed in a posted control buffer
@@ -110,7 +110,8 @@ struct Event {
   uint64_t context = 0;
   uint64_t length = 0;
   // kWriteDone: how many WRs posted with `context` this event reports (a backend may report a
-  // run of WRs that share a context, all successful, in one event; libfabric never does).
+  // run of WRs that share a context in one event, all with this status; libfabric never does).
+  // kImm: how many arrivals of `imm` it reports (the ipc backend reports a run's imms at once).
   uint32_t count = 1;
   Status status;  // ok, or why the operation failed
 };
