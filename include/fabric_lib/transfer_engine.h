@@ -123,7 +123,9 @@ class TransferEngine {
   // received messages) and runs their effects here — counters, flags, expectations, imm
   // observers; callbacks still run on the callback thread — instead of waiting for the worker to
   // see them: a thread that spins for an imm or a completion calls it in its loop and sees them
-  // without a thread hop (latency-bound protocols: an imm ping-pong, a proxy). Returns how many
+  // without a thread hop (latency-bound protocols: an imm ping-pong, a proxy). WRs of submitted
+  // requests that waited for provider room (a paged write larger than its queue) are posted here
+  // as the completions free it, within one pass's budget per domain. Returns how many
   // events it handled. Never blocks: 0 when a worker (or another caller) holds a group at the
   // moment — it then does that work itself — after stop(), and always with
   // post_on_caller_thread(false). The worker stays the progress engine: nothing needs this call.

@@ -119,8 +119,8 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedScatter::Data& p, s
     return invalid_argument("submit_prepared: " + std::to_string(slices.size()) + " slices for " +
                             std::to_string(p.targets.size()) + " prepared targets");
   }
-  std::vector<planner::ScatterPiece> pieces;
-  pieces.reserve(slices.size());
+  // Every slice is checked before the request is taken; then each is planned straight into it.
+  bool any = false;
   for (size_t i = 0; i < slices.size(); ++i) {
     const ScatterSlice& s = slices[i];
     const PreparedScatterTarget& t = p.targets[i];
@@ -130,17 +130,23 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedScatter::Data& p, s
                           ", ...)) leaves its prepared windows (" + std::to_string(t.src_window) + ", " +
                           std::to_string(t.dst_window) + " bytes)");
     }
-    if (s.length == 0 && !imm) continue;  // nothing to write and no imm to deliver
-    pieces.push_back({static_cast<uint32_t>(i), s.length, t.src_offset + s.offset_in_src, t.dst_offset + s.offset_in_dst});
+    any = any || s.length > 0 || imm.has_value();
   }
-  if (pieces.empty()) return invalid_argument("submit_prepared: every slice is empty and there is no imm");
+  if (!any) return invalid_argument("submit_prepared: every slice is empty and there is no imm");
   const size_t group = p.src->group;
   RequestPool::Ptr r = requests_->take();
   r->completion = std::move(done);
   r->src = p.src;
   r->has_imm = imm.has_value();
   r->imm = imm.value_or(0);
-  planner::plan_scatter_pieces(pieces, p.sharding, p.route, num_domains(), workers_[group]->next_start_domain(), r->wrs);
+  const uint32_t start = workers_[group]->next_start_domain();
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const ScatterSlice& s = slices[i];
+    if (s.length == 0 && !imm) continue;  // nothing to write and no imm to deliver
+    const PreparedScatterTarget& t = p.targets[i];
+    planner::plan_scatter_piece({static_cast<uint32_t>(i), s.length, t.src_offset + s.offset_in_src, t.dst_offset + s.offset_in_dst},
+                                p.sharding, p.route, num_domains(), start, r->wrs);
+  }
   for (planner::WrPlan& w : r->wrs) w.target = p.targets[w.target].peer;  // WRs name the group's peers
   r->group = p.peers;
   return enqueue(group, std::move(r), scope);

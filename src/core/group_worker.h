@@ -7,6 +7,7 @@
 #include <atomic>
 #include <deque>
 #include <future>
+#include <memory_resource>
 #include <memory>
 #include <optional>
 #include <queue>
@@ -150,8 +151,9 @@ class GroupWorker {
     uint32_t end;
   };
   struct DomainState {
+    explicit DomainState(std::pmr::memory_resource* pool) : streams(pool) {}
     std::unique_ptr<transport::Domain> domain;
-    std::deque<Stream> streams;
+    std::pmr::deque<Stream> streams;  // its blocks come back to the worker's pool_, not the heap
     size_t inflight = 0;       // WRs the provider holds, abandoned ones included
     size_t max_inflight = 0;
     // One peer may hold at most this many: a dead peer whose WRs never complete (shm keeps
@@ -168,7 +170,7 @@ class GroupWorker {
   // group_worker.cc: the loop, accepting, polling, finishing.
   void thread_main(std::promise<Status>* opened);
   Status open_domains();
-  bool accept_requests();
+  bool accept_requests(int64_t now);
   void accept(Request* r, int64_t now);
   // group_worker_post.cc: posting.
   bool post_pending(size_t d);
@@ -182,8 +184,9 @@ class GroupWorker {
   // and `*error` are post_one's for the first WR not posted.
   size_t post_run(size_t d, Stream& stream, size_t max_wrs, transport::PostResult* result, Status* error);
   // group_worker.cc again.
-  // Returns how many events it handled.
-  size_t poll_domain(size_t d, size_t max_events = SIZE_MAX);
+  // Returns how many events it handled. `clock_fresh`: clock_ns_ was read just before the call,
+  // so it stands for the events' completion time (no second read).
+  size_t poll_domain(size_t d, size_t max_events = SIZE_MAX, bool clock_fresh = false);
   void on_wr_done(WrRecord* record, transport::Event& ev);
   void maybe_finish(Request* r);
   // `on_owner` false: called by a thread without progress ownership (an abandoned group's).
@@ -242,19 +245,23 @@ class GroupWorker {
   Status abandon_reason_;  // written before abandoned_ is set
   std::atomic<uint32_t> next_start_{0};
 
+  // Node and block memory of the worker's containers that grow and shrink per request (live_,
+  // each domain's streams): recycled here, so a steady flow of requests allocates nothing.
+  std::pmr::unsynchronized_pool_resource pool_;
   std::vector<DomainState> domains_;
   std::vector<transport::Domain*> raw_domains_;
   std::vector<std::vector<uint8_t>> addresses_;
   std::vector<transport::DomainInfo> infos_;
   WorkerMetrics metrics_;
-  // The worker's latest clock read (its pass, its last poll batch with events, its posting pass
-  // when metrics are on): the time of the events it handles now. Progress owner only.
+  // The progress owner's latest clock read — the worker's at the start of its pass and after a
+  // poll that returned events; a submitter's in post_on_caller; progress()'s before its polls —
+  // the time of what it posts and handles now. Progress owner only.
   int64_t clock_ns_ = 0;
   std::vector<std::shared_ptr<const transport::DomainCounters>> domain_counters_;  // set by open_domains()
   PeerRegistry peers_;
   WrRecordPool records_;
   std::vector<transport::WriteWr> run_wrs_;  // post_run's WRs (kept: no allocation per run)
-  std::unordered_map<uint64_t, Request*> live_;  // by TransferId
+  std::pmr::unordered_map<uint64_t, Request*> live_{&pool_};  // by TransferId
   DeadlineQueue<DeadlineEntry> deadlines_;
   int64_t next_sweep_ns_ = 0;
   SendSlots send_slots_;

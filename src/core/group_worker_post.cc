@@ -89,7 +89,7 @@ void GroupWorker::note_posted(WrRecord* record, PeerEntry& peer, size_t e, uint3
   DomainState& ds = domains_[e];
   record->outstanding = wrs;
   peers_.op_posted(peer, e, wrs);
-  if (path.inflight == 0) path.last_progress_ns = monotonic_ns();
+  if (path.inflight == 0) path.last_progress_ns = clock_ns_;  // the posting thread's fresh clock read
   path.inflight += wrs;
   path.wrs.push(record);
   ds.inflight += wrs;
@@ -149,7 +149,8 @@ size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::Pos
 bool GroupWorker::post_pending(size_t d) {
   DomainState& ds = domains_[d];
   size_t posted = 0;
-  if (metrics_.detailed() && !ds.streams.empty()) clock_ns_ = monotonic_ns();
+  // clock_ns_ is this posting thread's fresh read: the worker's pass (or its latest poll), or
+  // post_on_caller's.
   while (!ds.streams.empty() && ds.inflight < ds.max_inflight && posted < ds.wrs_per_pass) {
     Stream& s = ds.streams.front();
     Request* r = s.request;

@@ -1,14 +1,17 @@
 // Requests are recycled, not freed: a submit takes one whose vectors kept their capacity from
-// earlier use (planning then allocates nothing in steady state) and the worker gives it back when
-// the request completed. Submitters and workers are different threads, so the free list is a
-// lock-free queue. The pool keeps at most kMaxFree idle requests; beyond that they are freed.
+// earlier use (planning then allocates nothing in steady state) and its group's progress owner
+// gives it back when the request completed. Submitters and owners may be different threads, so
+// the free list is shared: a stack under a spin lock, held for a push or a pop only. (A
+// lock-free MPMC queue was used before; its per-producer blocks still allocated now and then in
+// steady state, and tests/alloc proves that nothing does now.) The pool keeps at most kMaxFree
+// idle requests; beyond that they are freed.
 #pragma once
-
-#include <concurrentqueue/concurrentqueue.h>
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
+#include "base/cpu_relax.h"
 #include "core/request.h"
 
 namespace fabric_lib::detail {
@@ -19,8 +22,7 @@ class RequestPool {
 
   RequestPool() = default;
   ~RequestPool() {
-    Request* r = nullptr;
-    while (free_.try_dequeue(r)) delete r;
+    for (Request* r : free_) delete r;
   }
   RequestPool(const RequestPool&) = delete;
   RequestPool& operator=(const RequestPool&) = delete;
@@ -28,22 +30,23 @@ class RequestPool {
   // A request in its initial state.
   Request* acquire() {
     Request* r = nullptr;
-    if (free_.try_dequeue(r)) {
-      free_count_.fetch_sub(1, std::memory_order_relaxed);
-      return r;
+    lock();
+    if (!free_.empty()) {
+      r = free_.back();
+      free_.pop_back();
     }
-    return new Request();
+    unlock();
+    return r ? r : new Request();
   }
   // Takes `r` back (any thread); it is reset here, so its completion and references go now.
   void release(Request* r) {
     if (!r) return;
-    if (free_count_.load(std::memory_order_relaxed) >= kMaxFree) {
-      delete r;
-      return;
-    }
     r->reset();
-    free_count_.fetch_add(1, std::memory_order_relaxed);
-    free_.enqueue(r);
+    lock();
+    const bool keep = free_.size() < kMaxFree;
+    if (keep) free_.push_back(r);  // grows only while the pool does: no allocation in steady state
+    unlock();
+    if (!keep) delete r;
   }
 
   // Gives a request back to its pool when it goes out of scope unsubmitted.
@@ -55,8 +58,15 @@ class RequestPool {
   Ptr take() { return Ptr(acquire(), Returner{this}); }
 
  private:
-  moodycamel::ConcurrentQueue<Request*> free_;
-  std::atomic<size_t> free_count_{0};
+  void lock() {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      while (locked_.load(std::memory_order_relaxed)) cpu_relax();
+    }
+  }
+  void unlock() { locked_.store(false, std::memory_order_release); }
+
+  alignas(64) std::atomic<bool> locked_{false};
+  std::vector<Request*> free_;
 };
 
 }  // namespace fabric_lib::detail

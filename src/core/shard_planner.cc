@@ -7,15 +7,11 @@
 namespace fabric_lib::planner {
 namespace {
 uint64_t div_up(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
-
-struct Layout {
-  uint64_t shards;
-  uint64_t shard_bytes;
-};
+}  // namespace
 
 // length > 0. At most length / kMinShardBytes shards (so each but the last has at least
 // kMinShardBytes), of one aligned size; computed in 128 bits so lengths near 2^64 cannot wrap.
-Layout layout_of(uint64_t length, const Route& route, size_t domains) {
+ShardLayout shard_layout(uint64_t length, const Route& route, size_t domains) {
   uint64_t shards = std::min<uint64_t>(shard_limit(route, domains), length / kMinShardBytes);
   shards = std::max<uint64_t>(shards, 1);
   const unsigned __int128 per = div_up(length, shards);
@@ -23,11 +19,10 @@ Layout layout_of(uint64_t length, const Route& route, size_t domains) {
   const uint64_t shard_bytes = aligned >= length ? length : static_cast<uint64_t>(aligned);
   return {div_up(length, shard_bytes), shard_bytes};
 }
-}  // namespace
 
 uint64_t count_contiguous(uint64_t length, const Route& route, size_t domains) {
   if (length == 0) return 1;
-  const Layout l = layout_of(length, route, domains);
+  const ShardLayout l = shard_layout(length, route, domains);
   const uint64_t last = length - (l.shards - 1) * l.shard_bytes;
   return (l.shards - 1) * div_up(l.shard_bytes, kMaxWrBytes) + div_up(last, kMaxWrBytes);
 }
@@ -47,35 +42,11 @@ uint32_t domain_of(size_t i, const Route& route, size_t domains, uint32_t start)
 
 size_t plan_contiguous(uint64_t length, const Route& route, size_t domains, uint32_t start,
                        std::vector<WritePiece>& out) {
-  const size_t before = out.size();
-  if (length == 0) {
-    out.push_back({0, 0, domain_of(0, route, domains, start)});
-    return 1;
-  }
-  const Layout l = layout_of(length, route, domains);
-  for (uint64_t s = 0; s < l.shards; ++s) {
-    const uint64_t begin = s * l.shard_bytes;
-    const uint64_t end = std::min(length, begin + l.shard_bytes);
-    const uint32_t domain = domain_of(s, route, domains, start);
-    for (uint64_t off = begin; off < end; off += kMaxWrBytes) {
-      out.push_back({off, std::min(kMaxWrBytes, end - off), domain});
-    }
-  }
-  return out.size() - before;
+  return for_each_contiguous_piece(length, route, domains, start, [&](const WritePiece& p) { out.push_back(p); });
 }
 
 size_t plan_pages(size_t pages, const Route& route, size_t domains, uint32_t start, std::vector<PageRun>& out) {
-  if (pages == 0) return 0;
-  const size_t runs = std::min(shard_limit(route, domains), pages);
-  const size_t base = pages / runs;
-  const size_t extra = pages % runs;
-  size_t begin = 0;
-  for (size_t r = 0; r < runs; ++r) {
-    const size_t n = base + (r < extra ? 1 : 0);
-    out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(begin + n), domain_of(r, route, domains, start)});
-    begin += n;
-  }
-  return runs;
+  return for_each_page_run(pages, route, domains, start, [&](const PageRun& r) { out.push_back(r); });
 }
 
 }  // namespace fabric_lib::planner
@@ -83,24 +54,20 @@ size_t plan_pages(size_t pages, const Route& route, size_t domains, uint32_t sta
 namespace fabric_lib::planner {
 
 void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  std::vector<WritePiece> pieces;
-  plan_contiguous(request.length, request.route, domains, start, pieces);
-  for (const WritePiece& p : pieces) {
+  for_each_contiguous_piece(request.length, request.route, domains, start, [&](const WritePiece& p) {
     out.push_back({p.domain, 0, request.src_offset + p.offset, request.dst_offset + p.offset, p.length});
-  }
+  });
 }
 
 void plan_page_list(std::span<const uint32_t> src_pages, std::span<const uint32_t> dst_pages, const PageGeometry& g,
                     const Route& route, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  std::vector<PageRun> runs;
-  plan_pages(src_pages.size(), route, domains, start, runs);
   out.reserve(out.size() + src_pages.size());
-  for (const PageRun& run : runs) {
+  for_each_page_run(src_pages.size(), route, domains, start, [&](const PageRun& run) {
     for (uint32_t i = run.begin; i < run.end; ++i) {
       out.push_back({run.domain, 0, g.src_offset + uint64_t{src_pages[i]} * g.src_stride,
                      g.dst_offset + uint64_t{dst_pages[i]} * g.dst_stride, g.page_length});
     }
-  }
+  });
 }
 
 void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
@@ -109,30 +76,24 @@ void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start
                  request.route, domains, start, out);
 }
 
-void plan_scatter_pieces(std::span<const ScatterPiece> targets, ScatterSharding sharding, const Route& route,
-                         size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  std::vector<WritePiece> pieces;
-  for (const ScatterPiece& target : targets) {
-    pieces.clear();
-    if (sharding == ScatterSharding::kByBytes) {
-      plan_contiguous(target.length, route, domains, start + target.target, pieces);
-    } else {
-      plan_contiguous(target.length, Pinned{domain_of(target.target, route, domains, start)}, domains, 0, pieces);
-    }
-    for (const WritePiece& p : pieces) {
-      out.push_back({p.domain, target.target, target.src_offset + p.offset, target.dst_offset + p.offset, p.length});
-    }
+void plan_scatter_piece(const ScatterPiece& target, ScatterSharding sharding, const Route& route, size_t domains,
+                        uint32_t start, std::vector<WrPlan>& out) {
+  auto emit = [&](const WritePiece& p) {
+    out.push_back({p.domain, target.target, target.src_offset + p.offset, target.dst_offset + p.offset, p.length});
+  };
+  if (sharding == ScatterSharding::kByBytes) {
+    for_each_contiguous_piece(target.length, route, domains, start + target.target, emit);
+  } else {
+    for_each_contiguous_piece(target.length, Pinned{domain_of(target.target, route, domains, start)}, domains, 0, emit);
   }
 }
 
 void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  std::vector<ScatterPiece> pieces;
-  pieces.reserve(request.targets.size());
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
-    pieces.push_back({static_cast<uint32_t>(t), target.length, target.src_offset, target.dst_offset});
+    plan_scatter_piece({static_cast<uint32_t>(t), target.length, target.src_offset, target.dst_offset},
+                        request.sharding, request.route, domains, start, out);
   }
-  plan_scatter_pieces(pieces, request.sharding, request.route, domains, start, out);
 }
 
 void plan_imm_only(size_t peers, size_t domains, uint32_t start, std::vector<WrPlan>& out) {

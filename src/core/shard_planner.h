@@ -39,11 +39,20 @@ uint64_t count_contiguous(uint64_t length, const Route& route, size_t domains);
 // Splits `length` bytes into min(shard_limit(), max(1, length / kMinShardBytes)) shards of one
 // size, a multiple of kShardAlignBytes (the last shard takes the remainder), then splits each
 // shard into WRs of <= kMaxWrBytes. A length of 0
-// gives one empty piece (an imm-only write). Appends to `out`; returns how many were appended.
+// gives one empty piece (an imm-only write). Calls `emit(WritePiece)` for each, in order; returns
+// how many. (A callable, not a vector: the request planners write straight into the request's
+// plan, with no scratch vector to allocate per submit.)
+template <typename Emit>
+size_t for_each_contiguous_piece(uint64_t length, const Route& route, size_t domains, uint32_t start, Emit&& emit);
+// The same pieces, appended to `out`; returns how many were appended.
 size_t plan_contiguous(uint64_t length, const Route& route, size_t domains, uint32_t start,
                        std::vector<WritePiece>& out);
 
-// Splits `pages` page indices into at most shard_limit() balanced contiguous runs.
+// Splits `pages` page indices into at most shard_limit() balanced contiguous runs, calling
+// `emit(PageRun)` for each in order; returns how many.
+template <typename Emit>
+size_t for_each_page_run(size_t pages, const Route& route, size_t domains, uint32_t start, Emit&& emit);
+// The same runs, appended to `out`.
 size_t plan_pages(size_t pages, const Route& route, size_t domains, uint32_t start, std::vector<PageRun>& out);
 
 // One work request of a planned operation. Offsets are absolute within the source region and
@@ -79,9 +88,56 @@ struct ScatterPiece {
   uint64_t src_offset = 0;
   uint64_t dst_offset = 0;
 };
-void plan_scatter_pieces(std::span<const ScatterPiece> pieces, ScatterSharding sharding, const Route& route,
-                         size_t domains, uint32_t start, std::vector<WrPlan>& out);
+// Appends the WRs of one scatter destination (the same rule as plan_scatter's, per target).
+void plan_scatter_piece(const ScatterPiece& piece, ScatterSharding sharding, const Route& route, size_t domains,
+                        uint32_t start, std::vector<WrPlan>& out);
 // One zero-length WR per peer (imm-only and barrier), peers rotating over domains.
 void plan_imm_only(size_t peers, size_t domains, uint32_t start, std::vector<WrPlan>& out);
+
+// --- the templates' definitions -------------------------------------------------------------
+
+// How a contiguous length is cut into shards (layout_of): `shards` of `shard_bytes`, the last
+// taking the remainder. length > 0.
+struct ShardLayout {
+  uint64_t shards;
+  uint64_t shard_bytes;
+};
+ShardLayout shard_layout(uint64_t length, const Route& route, size_t domains);
+
+template <typename Emit>
+size_t for_each_contiguous_piece(uint64_t length, const Route& route, size_t domains, uint32_t start, Emit&& emit) {
+  if (length == 0) {
+    emit(WritePiece{0, 0, domain_of(0, route, domains, start)});
+    return 1;
+  }
+  const ShardLayout l = shard_layout(length, route, domains);
+  size_t n = 0;
+  for (uint64_t s = 0; s < l.shards; ++s) {
+    const uint64_t begin = s * l.shard_bytes;
+    const uint64_t end = begin + l.shard_bytes < length ? begin + l.shard_bytes : length;
+    const uint32_t domain = domain_of(s, route, domains, start);
+    for (uint64_t off = begin; off < end; off += kMaxWrBytes) {
+      emit(WritePiece{off, end - off < kMaxWrBytes ? end - off : kMaxWrBytes, domain});
+      ++n;
+    }
+  }
+  return n;
+}
+
+template <typename Emit>
+size_t for_each_page_run(size_t pages, const Route& route, size_t domains, uint32_t start, Emit&& emit) {
+  if (pages == 0) return 0;
+  const size_t limit = shard_limit(route, domains);
+  const size_t runs = limit < pages ? limit : pages;
+  const size_t base = pages / runs;
+  const size_t extra = pages % runs;
+  size_t begin = 0;
+  for (size_t r = 0; r < runs; ++r) {
+    const size_t n = base + (r < extra ? 1 : 0);
+    emit(PageRun{static_cast<uint32_t>(begin), static_cast<uint32_t>(begin + n), domain_of(r, route, domains, start)});
+    begin += n;
+  }
+  return runs;
+}
 
 }  // namespace fabric_lib::planner

@@ -18,14 +18,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <deque>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "engine/builder_testing.h"
-#include "support/forwarding_domain.h"
+#include "support/instant_domain.h"
 #include "fabric_lib/fabric_lib.h"
 #include "transport/domain.h"
 
@@ -34,41 +33,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Registration, peers and messages go to `inner`; WRITEs complete at the next poll without it.
-class InstantDomain final : public testing::ForwardingDomain {
- public:
-  // `inner` may be null for the baseline, which only posts and polls.
-  explicit InstantDomain(std::unique_ptr<transport::Domain> inner) : ForwardingDomain(std::move(inner)) {
-    if (inner_) info_ = inner_->info();
-  }
-  const transport::DomainInfo& info() const override { return info_; }
-  transport::PostResult post_write(const transport::WriteWr& wr, Status*) override {
-    done_.push_back(wr.context);
-    return transport::PostResult::kPosted;
-  }
-  size_t poll(std::vector<transport::Event>& out, size_t max) override {
-    size_t n = 0;
-    while (n < max && !done_.empty()) {
-      transport::Event ev;
-      ev.kind = transport::EventKind::kWriteDone;
-      ev.context = done_.front();
-      done_.pop_front();
-      out.push_back(std::move(ev));
-      ++n;
-    }
-    if (n < max && inner_) n += inner_->poll(out, max - n);
-    return n;
-  }
-  // No deferred work reported: the caller reaps with progress(), and a worker that saw deferred
-  // work would spin beside it and contend for the group's ownership, which this bench does not measure.
-  bool has_deferred_work() const override { return false; }
-  int wait_fd() const override { return -1; }            // the worker backs off by sleeping
-  bool ready_to_block() override { return false; }
-
- private:
-  transport::DomainInfo info_;
-  std::deque<uint64_t> done_;
-};
+using testing::InstantDomain;
 
 struct Options {
   std::string provider = "shm";

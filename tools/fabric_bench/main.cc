@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
                "target engines busy-poll too (as the raw target does during raw runs); needs spare cores");
   app.add_option("--drive", o.drive,
                  "single/paged: 'callback' (completion callbacks submit the next request) or 'poll' (the caller "
-                 "polls a counter)")
+                 "submits and reaps its completions with TransferEngine::progress())")
       ->capture_default_str()
       ->check(CLI::IsMember({"callback", "poll"}));
   app.add_option("--format", o.format, "table or csv")->capture_default_str()->check(CLI::IsMember({"table", "csv"}));

@@ -1,0 +1,60 @@
+// A test decorator that takes the provider out of the write path: registration, peers and
+// messages go to the wrapped domain, but a posted WRITE never reaches it — it completes at the
+// next poll. What is left when an engine drives it is the engine's own work per request
+// (engine-overhead-bench measures its time, alloc_tests its heap allocations).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "support/forwarding_domain.h"
+
+namespace fabric_lib::testing {
+
+class InstantDomain final : public ForwardingDomain {
+ public:
+  // `inner` may be null for a baseline that only posts and polls.
+  explicit InstantDomain(std::unique_ptr<transport::Domain> inner) : ForwardingDomain(std::move(inner)) {
+    if (inner_) info_ = inner_->info();
+    // A ring of completed contexts, sized once: the decorator itself allocates nothing per WR
+    // (beyond its capacity a post answers kAgain, as a full provider queue would).
+    done_.resize(kCapacity);
+  }
+  const transport::DomainInfo& info() const override { return info_; }
+  transport::PostResult post_write(const transport::WriteWr& wr, Status*) override {
+    if (tail_ - head_ == kCapacity) return transport::PostResult::kAgain;
+    done_[tail_++ % kCapacity] = wr.context;
+    return transport::PostResult::kPosted;
+  }
+  size_t poll(std::vector<transport::Event>& out, size_t max) override {
+    size_t n = 0;
+    while (n < max && head_ != tail_ && !held_.load(std::memory_order_acquire)) {
+      transport::Event ev;
+      ev.kind = transport::EventKind::kWriteDone;
+      ev.context = done_[head_++ % kCapacity];
+      out.push_back(std::move(ev));
+      ++n;
+    }
+    if (n < max && inner_) n += inner_->poll(out, max - n);
+    return n;
+  }
+  // No deferred work reported: the caller reaps with progress(), and a worker that saw deferred
+  // work would spin beside it and contend for the group's ownership, which is not measured here.
+  bool has_deferred_work() const override { return false; }
+  int wait_fd() const override { return -1; }  // the worker backs off by sleeping
+  bool ready_to_block() override { return false; }
+  // While held (any thread may set it), posted WRITEs stay outstanding: a test can keep a known
+  // number of requests in flight at once.
+  void hold(bool held) { held_.store(held, std::memory_order_release); }
+
+ private:
+  static constexpr size_t kCapacity = 1 << 16;
+  transport::DomainInfo info_;
+  std::vector<uint64_t> done_;
+  uint64_t head_ = 0;
+  uint64_t tail_ = 0;
+  std::atomic<bool> held_{false};
+};
+
+}  // namespace fabric_lib::testing
