@@ -43,23 +43,7 @@ GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, Completi
 }
 
 void GroupWorker::add_stats(EngineStats& s) const {
-  Metrics m;
-  m.ops.resize(kNumOpTypes);
-  metrics_.read_into(m);
-  for (const OpMetrics& op : m.ops) {
-    s.requests_completed += op.requests_completed;
-    s.requests_failed += op.requests_failed_total();
-  }
-  if (s.wrs_posted_by_domain.size() < m.domains.size()) s.wrs_posted_by_domain.resize(m.domains.size());
-  for (const DomainMetrics& d : m.domains) {
-    s.wrs_posted += d.wrs_posted;
-    s.wrs_posted_by_domain[d.domain] += d.wrs_posted;
-    s.imms_received += d.imms_received;
-  }
-  s.messages_received += m.messages_received;
-  s.deadlines_exceeded += m.deadlines_exceeded;
-  s.paths_failed += m.path_failures;
-  s.peers_unreachable += m.peers_unreachable;
+  metrics_.add_totals(s);
   for (const auto& c : domain_counters_) {
     if (!c) continue;
     s.unordered_windows_shuffled += c->unordered_windows_shuffled.load(std::memory_order_relaxed);
@@ -162,13 +146,23 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
   const std::function<void()> release = [this] { disown(); };
   opened->set_value(ok_status());  // `opened` is gone after this line
 
+  int64_t last_pass_ns = monotonic_ns();
   while (!stop_requested_.load(std::memory_order_acquire)) {
+    // An application thread drives progress() and holds the group right now: stand by rather
+    // than spin for the ownership it is about to take again (IdleWaiter::after_pass says why).
+    if (caller_polls(last_pass_ns) && owner_.load(std::memory_order_relaxed)) {
+      if (abandoned()) return;
+      idle.nap(IdleWaiter::kSpinBudget.count() * 1000);
+      last_pass_ns = monotonic_ns();
+      continue;
+    }
     if (!own()) return;  // given up on: the watchdog took everything over
     // The pass's one clock read (perf put a quarter of an idle spinning worker's time in
     // clock_gettime): posts, timers and the idle policy use it; a poll that returns events reads
     // the clock again for their completion time.
     const int64_t now = monotonic_ns();
     clock_ns_ = now;
+    last_pass_ns = now;
     inbox_->mark_pokes_seen();  // posts by submitters after this keep the worker from sleeping
     bool busy = inbox_->run_commands() > 0;
     busy |= accept_requests(now);

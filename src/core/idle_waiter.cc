@@ -42,10 +42,21 @@ void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight, bool calle
   if (busy) {
     last_busy_ = now;
     backoff_ = std::chrono::microseconds(0);
+  }
+  if (policy_ == IdlePolicy::kSpin) {
     release();
     return;
   }
-  if (policy_ == IdlePolicy::kSpin) {
+  if (caller_polls) {
+    // An application thread drives progress(): it reaps, and posts what the completions make
+    // room for. A worker that kept passing beside it would only take the group's ownership from
+    // it (on a 2-core machine, 0.4 vs 2.5 us per single write, by chance) — it stands by,
+    // woken by pokes, until the caller stops polling.
+    release();
+    nap(max_sleep_ns);
+    return;
+  }
+  if (busy) {
     release();
     return;
   }
@@ -54,7 +65,7 @@ void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight, bool calle
     sched_yield();
     return;
   }
-  if ((!caller_polls && now - last_busy_ < kSpinBudget) || max_sleep_ns <= 0) {
+  if (now - last_busy_ < kSpinBudget || max_sleep_ns <= 0) {
     release();
     return;
   }
@@ -98,5 +109,18 @@ void IdleWaiter::block(int64_t max_sleep_ns, const std::function<void()>& releas
   inbox_.clear_wakeups();
 }
 
-}  // namespace fabric_lib::detail
+void IdleWaiter::nap(int64_t max_sleep_ns) {
+  if (max_sleep_ns <= 0) return;
+  backoff_ = std::min<std::chrono::microseconds>(kSpinBudget, std::max(std::chrono::microseconds(8), backoff_ * 2));
+  inbox_.set_sleeping(true);
+  if (!inbox_.has_work()) {
+    const int64_t sleep_ns = std::min<int64_t>(backoff_.count() * 1000, max_sleep_ns);
+    pollfd pfd{inbox_.event_fd(), POLLIN, 0};
+    timespec ts{sleep_ns / 1'000'000'000, static_cast<long>(sleep_ns % 1'000'000'000)};
+    ppoll(&pfd, 1, &ts, nullptr);
+  }
+  inbox_.set_sleeping(false);
+  inbox_.clear_wakeups();
+}
 
+}  // namespace fabric_lib::detail

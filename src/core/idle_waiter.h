@@ -31,6 +31,11 @@ class IdleWaiter {
   // clock read (monotonic_ns()): an idle spinning pass is short enough that a second read shows.
   void after_pass(bool busy, bool must_poll, bool inflight, bool caller_polls, int64_t max_sleep_ns, int64_t now_ns,
                   const std::function<void()>& release);
+  // Sleeps without touching the domains (the caller holds no progress ownership): on the inbox's
+  // eventfd, for a back-off that grows up to kSpinBudget and at most `max_sleep_ns`; a submit or
+  // command that pokes the inbox ends it. For a worker standing by while an application thread
+  // drives progress() (adaptive policy).
+  void nap(int64_t max_sleep_ns);
 
   // How long the worker keeps spinning after its last activity, in adaptive mode.
   static constexpr std::chrono::microseconds kSpinBudget{200};

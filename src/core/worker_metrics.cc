@@ -35,6 +35,24 @@ PeerCells* WorkerMetrics::add_peer(std::span<const uint8_t> key, size_t paths) {
   return &cells;
 }
 
+void WorkerMetrics::add_totals(EngineStats& s) const {
+  for (const OpCells& c : ops_) {
+    s.requests_completed += c.requests_completed.get();
+    for (size_t code = 1; code < kNumErrorCodes; ++code) s.requests_failed += c.requests_failed[code].get();
+  }
+  if (s.wrs_posted_by_domain.size() < domains_.size()) s.wrs_posted_by_domain.resize(domains_.size());
+  for (size_t d = 0; d < domains_.size(); ++d) {
+    const uint64_t posted = domains_[d].wrs_posted.get();
+    s.wrs_posted += posted;
+    s.wrs_posted_by_domain[d] += posted;
+    s.imms_received += domains_[d].imms_received.get();
+  }
+  s.messages_received += events_.messages_received.get();
+  s.deadlines_exceeded += events_.deadlines_exceeded.get();
+  s.paths_failed += events_.path_failures.get();
+  s.peers_unreachable += events_.peers_unreachable.get();
+}
+
 void WorkerMetrics::read_into(Metrics& out) const {
   for (size_t o = 0; o < kNumOpTypes && o < out.ops.size(); ++o) {
     const OpCells& c = ops_[o];

@@ -15,6 +15,7 @@
 #include "core/metric_cells.h"
 #include "fabric_lib/health.h"
 #include "fabric_lib/metrics.h"
+#include "fabric_lib/stats.h"
 
 namespace fabric_lib::detail {
 
@@ -77,6 +78,10 @@ class WorkerMetrics {
   // Worker: the cells of a new peer, published to readers (null when not detailed). Called once
   // per peer; the cells live as long as this object.
   PeerCells* add_peer(std::span<const uint8_t> key, size_t paths);
+  // Adds this group's totals to `s` (any thread): the counters EngineStats sums, read straight
+  // from the cells — no snapshot, no per-peer work, nothing allocated beyond s's per-domain
+  // vector — so stats() stays cheap enough to poll in a loop.
+  void add_totals(EngineStats& s) const;
   // Names of the domains, for the snapshot (set once, before the worker runs).
   void set_domain_names(std::vector<std::string> names) { domain_names_ = std::move(names); }
 
