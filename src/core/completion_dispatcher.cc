@@ -43,12 +43,32 @@ void CompletionDispatcher::run() {
   constexpr size_t kBatch = 64;
   std::vector<Item> items(kBatch);
   while (true) {
-    const size_t n = queue_.wait_dequeue_bulk_timed(items.begin(), kBatch, std::chrono::milliseconds(50));
+    size_t n = queue_.try_dequeue_bulk(items.begin(), kBatch);
+    if (n == 0) n = queue_.wait_dequeue_bulk_timed(items.begin(), kBatch, std::chrono::milliseconds(50));
     for (size_t i = 0; i < n; ++i) {
       run_guarded(items[i]);
       items[i] = Item{};  // the callback's captures go now, on this thread
     }
+    if (n > 0 && !stopping_.load(std::memory_order_acquire)) reap_while_busy();
     if (n == 0 && stopping_.load(std::memory_order_acquire) && queue_.size_approx() == 0) break;
+  }
+}
+
+void CompletionDispatcher::set_reaper(std::function<size_t()> reap) {
+  reap_ = std::move(reap);
+  reaping_.store(static_cast<bool>(reap_), std::memory_order_release);
+}
+
+void CompletionDispatcher::reap_while_busy() {
+  if (!reaping_.load(std::memory_order_acquire)) return;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last = Clock::now();
+  while (queue_.size_approx() == 0 && !stopping_.load(std::memory_order_relaxed)) {
+    if (reap_() > 0) {
+      last = Clock::now();
+    } else if (Clock::now() - last >= kReapBudget) {
+      return;  // quiet: park, and leave the reaping to the worker
+    }
   }
 }
 

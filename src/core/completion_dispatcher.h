@@ -5,6 +5,7 @@
 #include <concurrentqueue/blockingconcurrentqueue.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <thread>
 
@@ -27,6 +28,13 @@ class CompletionDispatcher {
   void deliver(Completion completion, const Status& status);
 
   bool on_callback_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // While callbacks flow, the callback thread reaps completions itself: after running a batch it
+  // calls `reap` (TransferEngine::progress) until nothing more came for kReapBudget, then parks.
+  // A completion whose callback submits the next request then costs no hop through the worker
+  // (the worker stands by while a thread drives progress). `reap` returns the events it handled.
+  // Set once, after the workers started (the thread reads it from then on).
+  void set_reaper(std::function<size_t()> reap);
+  static constexpr std::chrono::microseconds kReapBudget{100};
   // Runs everything queued so far, then stops the thread. Idempotent; not from the callback thread.
   void shutdown();
 
@@ -42,7 +50,13 @@ class CompletionDispatcher {
   void drain();
   static void run_guarded(Item& item);
 
+  // Runs `reap` while it finds events or callbacks keep coming, for up to kReapBudget after the
+  // last of them; returns when the queue has items again or the budget is spent.
+  void reap_while_busy();
+
   moodycamel::BlockingConcurrentQueue<Item> queue_;
+  std::function<size_t()> reap_;
+  std::atomic<bool> reaping_{false};  // reap_ is set (release); read by the callback thread
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};
   std::thread thread_;

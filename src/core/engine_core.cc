@@ -78,6 +78,11 @@ Status EngineCore::start() {
     }
   }
   accepting_.store(true, std::memory_order_seq_cst);
+  // Adaptive engines: the callback thread reaps while callbacks flow (CompletionDispatcher::
+  // set_reaper). A spinning worker already reaps at once, and would only contend with it.
+  if (options_.idle_policy == IdlePolicy::kAdaptive && options_.post_on_caller) {
+    dispatcher_->set_reaper([this] { return progress(64); });
+  }
   return ok_status();
 }
 
