@@ -69,7 +69,10 @@ std::vector<WriteWr> page_run(const uint8_t* src, void* desc, PeerHandle peer, u
 }
 
 TEST(IpcDomainRuns, ARunIsOneOpOneImmRecordAndOneEventAndEveryPageLandsBeforeItsImm) {
-  Pair p;
+  // 64 KiB a poll: the run's copy takes 19 polls, and its imm must wait for the last.
+  IpcOptions a = testing::test_options();
+  a.host_copies.slice_bytes = a.host_copies.budget_bytes = 64 * 1024;
+  Pair p(std::move(a), testing::test_options());
   ASSERT_TRUE(p.a && p.b);
   constexpr size_t kPages = 300;
   std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
@@ -319,7 +322,15 @@ class ChildTarget {
     memory = static_cast<uint8_t*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     if (memory == MAP_FAILED || pipe(up_) != 0 || pipe(down_) != 0) return;
     pid = fork();
-    if (pid == 0) _exit(run_child(expected, intact));
+    if (pid == 0) {
+      // Only the parent's ends: a parent that dies then closes the pipe and the child ends too.
+      close(up_[0]);
+      close(down_[1]);
+      _exit(run_child(expected, intact));
+    }
+    close(up_[1]);  // a child that dies then ends the parent's reads
+    close(down_[0]);
+    up_[1] = down_[0] = -1;
     uint32_t len = 0;
     if (pid < 0 || read(up_[0], &len, 4) != 4 || len > 256) return;
     address.resize(len);

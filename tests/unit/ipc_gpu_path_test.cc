@@ -7,6 +7,7 @@
 // default device. Also: GPU sources into a peer's host memory, read through the backend in
 // bounce-sized steps. And a paged write's run into a peer's GPU memory: one gather copy request,
 // one imm record counting its pages, one completion event, every page in place at the first imm.
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -340,8 +341,21 @@ TEST(IpcGpuPath, APagedRunIsOneGatherCopyAndOneImmRecordIntoAPeersGpuMemory) {
   ASSERT_EQ(pipe(up), 0);
   ASSERT_EQ(pipe(down), 0);
   const pid_t child = fork();
-  if (child == 0) _exit(run_page_target(alloc, up[1], down[0], perm));
+  if (child == 0) {
+    close(up[0]);
+    close(down[1]);
+    _exit(run_page_target(alloc, up[1], down[0], perm));
+  }
   ASSERT_GT(child, 0);
+  // A failed assertion returns early: the child must not outlive the test.
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid <= 0) return;
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } reaper{child};
   uint32_t len = 0;
   ASSERT_EQ(read(up[0], &len, 4), 4);
   ASSERT_LE(len, 256u);
@@ -386,6 +400,7 @@ TEST(IpcGpuPath, APagedRunIsOneGatherCopyAndOneImmRecordIntoAPeersGpuMemory) {
   ASSERT_EQ(write(down[1], &done, 1), 1);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
+  reaper.pid = -1;
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   munmap(alloc, kAllocBytes);
