@@ -10,9 +10,15 @@
 //     memory with process_vm_writev (cross-memory attach).
 // A copy is "done" only when its bytes are in the target's memory: the IPC backend pushes a
 // WRITE's imm after that, which is how data-before-imm holds.
+//
+// Gather copies: a request may carry segments, equal-length pieces at offsets from its source and
+// target bases (a paged write's pages: one request, one CopyDone, one imm record, instead of one
+// of each per page). It completes as one copy: ok only when every segment's bytes are at the
+// target; any failure fails the whole request.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "fabric_lib/memory.h"
@@ -20,12 +26,24 @@
 
 namespace fabric_lib::gpu {
 
+// One piece of a gather copy: `length` bytes (the request's) from src + src_offset to the
+// target base + dst_offset.
+struct CopySegment {
+  uint64_t src_offset = 0;
+  uint64_t dst_offset = 0;
+};
+
 struct CopyRequest {
   uint64_t op = 0;                 // the caller's id, reported back in CopyDone
   const void* src = nullptr;
   MemoryKind src_kind = MemoryKind::kHost;
   int src_device = -1;             // kCuda sources: the CUDA device
-  uint64_t length = 0;
+  uint64_t length = 0;             // bytes of the copy; of each segment when there are segments
+  // Empty: one copy of `length` bytes from `src` to the target base (dst_addr or dst_ptr).
+  // Otherwise a gather: for each segment s, `length` bytes from src + s.src_offset to the target
+  // base + s.dst_offset. Valid only during submit(): engines keep their own copy (in storage
+  // they reuse, so a steady flow allocates nothing).
+  std::span<const CopySegment> segments;
   // Targets in another process's host memory (HostCopyEngine): its pid and virtual address.
   uint32_t dst_pid = 0;
   uint64_t dst_addr = 0;
@@ -38,8 +56,11 @@ struct CopyRequest {
 
 struct CopyDone {
   uint64_t op = 0;
-  Status status;  // ok: every byte is in the target's memory
+  Status status;  // ok: every byte (of every segment) is in the target's memory
 };
+
+// How many copies of `length` bytes a request makes: its segments, or 1.
+inline uint64_t segment_count(const CopyRequest& r) { return r.segments.empty() ? 1 : r.segments.size(); }
 
 enum class CopySubmit : uint8_t {
   kAccepted,  // the copy will be reported exactly once by progress()
@@ -54,7 +75,7 @@ class CopyEngine {
   // Starts what was submitted, moves copies along and appends the finished ones. Copies may
   // finish in any order.
   virtual void progress(std::vector<CopyDone>& done) = 0;
-  // Copies accepted and not yet reported.
+  // Requests accepted and not yet reported (a gather request counts once).
   virtual size_t inflight() const = 0;
   // Before the caller frees buffers or closes: waits for copies already running (bounded by
   // their size) and reports nothing more.

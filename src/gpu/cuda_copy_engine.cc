@@ -11,6 +11,25 @@
 #include "gpu/page_copy_kernel.h"
 
 namespace fabric_lib::gpu {
+namespace {
+
+// Calls f(src, dst) for each segment of `r` (once for a plain copy); stops at the first error.
+template <typename F>
+cudaError_t for_each_segment(const CopyRequest& r, F&& f) {
+  const auto* src = static_cast<const uint8_t*>(r.src);
+  auto* dst = static_cast<uint8_t*>(r.dst_ptr);
+  if (r.segments.empty()) return f(src, dst);
+  for (const CopySegment& s : r.segments) {
+    const cudaError_t e = f(src + s.src_offset, dst + s.dst_offset);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+// Kernel pieces of a request: each segment's (or the plain copy's).
+size_t pieces_of(const CopyRequest& r) { return page_copy_pieces(r.length) * segment_count(r); }
+
+}  // namespace
 
 Status load_copy_kernels(int device) {
   static std::mutex mu;
@@ -106,7 +125,16 @@ CopySubmit CudaCopyEngine::submit(const CopyRequest& r, Status* error) {
     if (error) *error = d.status();
     return CopySubmit::kFailed;
   }
-  (*d)->pending.push_back(r);
+  DeviceState& state = **d;
+  Queued q;
+  q.request = r;
+  q.request.segments = {};  // the caller's span ends here: keep the segments in the store
+  if (!r.segments.empty()) {
+    q.first = state.pending_segments.size();
+    q.count = r.segments.size();
+    state.pending_segments.insert(state.pending_segments.end(), r.segments.begin(), r.segments.end());
+  }
+  state.pending.push_back(q);
   ++inflight_;
   return CopySubmit::kAccepted;
 }
@@ -122,28 +150,43 @@ cudaEvent_t CudaCopyEngine::take_event() {
   return e;
 }
 
+bool CudaCopyEngine::is_small(const CopyRequest& r) const {
+  return options_.mode != GpuCopyMode::kMemcpy && r.src_kind == MemoryKind::kCuda && r.dst_kind == MemoryKind::kCuda &&
+         r.length <= options_.small_copy_bytes;
+}
+
+cudaError_t CudaCopyEngine::issue_memcpy(const CopyRequest& r, cudaStream_t stream) {
+  return for_each_segment(r, [&](const uint8_t* src, uint8_t* dst) {
+    return cudaMemcpyAsync(dst, src, r.length, cudaMemcpyDefault, stream);
+  });
+}
+
 cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream,
                                         std::vector<PieceBuffer>& buffers) {
   if (options_.mode == GpuCopyMode::kBatch) {
-    std::vector<void*> dsts;
-    std::vector<const void*> srcs;
-    std::vector<size_t> sizes;
+    batch_dsts_.clear();
+    batch_srcs_.clear();
+    batch_sizes_.clear();
     for (const CopyRequest* r : small) {
-      dsts.push_back(r->dst_ptr);
-      srcs.push_back(r->src);
-      sizes.push_back(r->length);
+      for_each_segment(*r, [&](const uint8_t* src, uint8_t* dst) {
+        batch_dsts_.push_back(dst);
+        batch_srcs_.push_back(src);
+        batch_sizes_.push_back(r->length);
+        return cudaSuccess;
+      });
     }
     cudaMemcpyAttributes attr{};
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
     size_t attr_index = 0;
-    return cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), small.size(), &attr, &attr_index, 1, stream);
+    return cudaMemcpyBatchAsync(batch_dsts_.data(), batch_srcs_.data(), batch_sizes_.data(), batch_dsts_.size(), &attr,
+                                &attr_index, 1, stream);
   }
   size_t pieces = 0;
-  for (const CopyRequest* r : small) pieces += page_copy_pieces(r->length);
+  for (const CopyRequest* r : small) pieces += pieces_of(*r);
   PieceBuffer b = take_pieces(pieces);
   if (!b.pieces) {  // no pinned memory: one cudaMemcpyAsync each (slow, but the copies go)
     for (const CopyRequest* r : small) {
-      const cudaError_t e = cudaMemcpyAsync(r->dst_ptr, r->src, r->length, cudaMemcpyDefault, stream);
+      const cudaError_t e = issue_memcpy(*r, stream);
       if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
@@ -151,44 +194,53 @@ cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> smal
   buffers.push_back(b);
   size_t k = 0;
   for (const CopyRequest* r : small) {
-    k += split_page_copy(static_cast<const uint8_t*>(r->src), static_cast<uint8_t*>(r->dst_ptr), r->length, b.pieces + k);
+    for_each_segment(*r, [&](const uint8_t* src, uint8_t* dst) {
+      k += split_page_copy(src, dst, r->length, b.pieces + k);
+      return cudaSuccess;
+    });
   }
   return launch_page_copy(b.pieces, static_cast<uint32_t>(k), stream);
 }
 
 void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& done) {
-  // Swapped, not moved: both vectors keep their capacity, so a steady flow allocates nothing.
+  // Swapped, not moved: the vectors keep their capacity, so a steady flow allocates nothing.
   d.flushing.swap(d.pending);
   d.pending.clear();
-  const std::vector<CopyRequest>& pending = d.flushing;
+  d.flushing_segments.swap(d.pending_segments);
+  d.pending_segments.clear();
+  for (Queued& q : d.flushing) {
+    if (q.count > 0) q.request.segments = std::span<const CopySegment>(d.flushing_segments.data() + q.first, q.count);
+  }
   auto fail = [&](uint64_t op, const Status& why) {
     done.push_back({op, why});
     --inflight_;
   };
   DeviceGuard guard(device);
   if (guard.status() != cudaSuccess) {
-    for (const CopyRequest& r : pending) fail(r.op, cuda_status("cudaSetDevice", guard.status()));
+    for (const Queued& q : d.flushing) fail(q.request.op, cuda_status("cudaSetDevice", guard.status()));
     return;
   }
   const size_t n = d.streams.size();
   std::vector<std::vector<uint64_t>> issued(n);
   std::vector<const CopyRequest*> small;
-  for (const CopyRequest& r : pending) {
-    const bool batchable = options_.mode != GpuCopyMode::kMemcpy && r.src_kind == MemoryKind::kCuda &&
-                           r.dst_kind == MemoryKind::kCuda && r.length <= options_.small_copy_bytes;
-    if (batchable) {
+  for (const Queued& q : d.flushing) {
+    const CopyRequest& r = q.request;
+    if (is_small(r)) {
       small.push_back(&r);
       continue;
     }
     const size_t s = d.next++ % n;
-    const cudaError_t e = cudaMemcpyAsync(r.dst_ptr, r.src, r.length, cudaMemcpyDefault, d.streams[s].stream);
+    const cudaError_t e = issue_memcpy(r, d.streams[s].stream);
     if (e != cudaSuccess) {
+      // A gather's earlier segments may be running: none of its bytes may land after its failure.
+      if (!r.segments.empty()) cudaStreamSynchronize(d.streams[s].stream);
       fail(r.op, cuda_status("cudaMemcpyAsync", e));
     } else {
       issued[s].push_back(r.op);
     }
   }
-  if (small.size() == 1 && options_.mode == GpuCopyMode::kAuto) {  // one copy: no batch to win
+  if (small.size() == 1 && small[0]->segments.empty() && options_.mode == GpuCopyMode::kAuto) {
+    // One plain copy: no batch to win.
     const CopyRequest& r = *small[0];
     const size_t s = d.next++ % n;
     const cudaError_t e = cudaMemcpyAsync(r.dst_ptr, r.src, r.length, cudaMemcpyDefault, d.streams[s].stream);
@@ -197,17 +249,17 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     small.clear();
   }
   // Kernel mode: one launch for the whole flush, or, past kPiecesPerLaunch pieces, launches of
-  // about equal size on different streams, so that they run side by side. A copy's pieces stay
-  // in one launch (its op completes with that launch's stream). Batch mode: one call.
+  // about equal size on different streams, so that they run side by side. A request's pieces
+  // stay in one launch (its op completes with that launch's stream). Batch mode: one call.
   size_t total = 0;
-  for (const CopyRequest* r : small) total += page_copy_pieces(r->length);
+  for (const CopyRequest* r : small) total += pieces_of(*r);
   const size_t per_launch = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : std::max(kPiecesPerLaunch, (total + n - 1) / n);
   std::vector<std::vector<PieceBuffer>> buffers(n);
   for (size_t i = 0; i < small.size();) {
     size_t j = i;
     size_t pieces = 0;
-    while (j < small.size() && (j == i || pieces + page_copy_pieces(small[j]->length) <= per_launch)) {
-      pieces += page_copy_pieces(small[j]->length);
+    while (j < small.size() && (j == i || pieces + pieces_of(*small[j]) <= per_launch)) {
+      pieces += pieces_of(*small[j]);
       ++j;
     }
     const std::span<const CopyRequest* const> part(small.data() + i, j - i);
@@ -269,6 +321,7 @@ void CudaCopyEngine::drain() {
     DeviceGuard guard(device);
     inflight_ -= std::min(inflight_, d.pending.size());
     d.pending.clear();
+    d.pending_segments.clear();
     for (StreamState& s : d.streams) {
       if (!s.flushed.empty()) cudaStreamSynchronize(s.stream);
       for (Flushed& f : s.flushed) {

@@ -4,15 +4,19 @@
 // order.
 //
 // Copies submitted during one poll pass are issued together at the next progress() ("flush"):
-//   - large copies, host sources, and every copy in kMemcpy mode: one cudaMemcpyAsync each,
-//     spread round-robin over the streams;
-//   - small GPU-to-GPU copies (<= small_copy_bytes, both ends kCuda): in kKernel mode (and kAuto,
-//     when a flush has more than one) the page-copy kernel (page_copy_kernel.h): the copies are
-//     split into pieces written into a pinned host buffer, and one launch moves them all. A flush
-//     of more than kPiecesPerLaunch pieces is split into launches on different streams, so they
-//     run side by side. In kBatch mode one cudaMemcpyBatchAsync per flush.
+//   - large copies, host sources, and every copy in kMemcpy mode: one cudaMemcpyAsync each (a
+//     gather request: one per segment, all on the request's stream), spread round-robin over
+//     the streams;
+//   - small GPU-to-GPU copies (<= small_copy_bytes, both ends kCuda; for a gather request, its
+//     segments): in kKernel mode (and kAuto, unless the flush holds just one plain copy) the
+//     page-copy kernel (page_copy_kernel.h): every copy's, or segment's, pieces are written into a
+//     pinned host buffer, and one launch moves them all. A flush of more than kPiecesPerLaunch
+//     pieces is split into launches on different streams, so they run side by side; a request's
+//     pieces all stay in one launch. In kBatch mode one cudaMemcpyBatchAsync per flush, with
+//     every segment.
 // Each stream used in a flush records one event; when it fires, that flush's copies on the
-// stream are complete (their bytes are in the target's memory).
+// stream are complete (their bytes are in the target's memory). A gather request completes as
+// one copy, with the event of the one stream that all its segments went on.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -68,18 +72,31 @@ class CudaCopyEngine final : public CopyEngine {
     cudaStream_t stream = nullptr;
     std::deque<Flushed> flushed;
   };
+  // A request until its flush: a gather's segments wait in the device's segment store (the
+  // caller's span ends with submit()); `request.segments` points at them during the flush.
+  struct Queued {
+    CopyRequest request;
+    size_t first = 0;  // its segments: [first, first + count) of the store
+    size_t count = 0;  // 0: a plain copy
+  };
   struct DeviceState {
     std::vector<StreamState> streams;
     size_t next = 0;
-    std::vector<CopyRequest> pending;
-    std::vector<CopyRequest> flushing;  // flush()'s copy of `pending`
+    std::vector<Queued> pending;
+    std::vector<Queued> flushing;  // flush()'s copy of `pending`
+    std::vector<CopySegment> pending_segments;
+    std::vector<CopySegment> flushing_segments;
   };
 
   Result<DeviceState*> device_state(int device);
   void flush(int device, DeviceState& d, std::vector<CopyDone>& done);
+  // Whether a request goes through issue_small (the kernel or the batched call).
+  bool is_small(const CopyRequest& r) const;
   // Issues small GPU-to-GPU copies as one kernel launch / one batched call on `stream`; a
   // kernel launch's piece buffer goes into `buffers`.
   cudaError_t issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream, std::vector<PieceBuffer>& buffers);
+  // One cudaMemcpyAsync per segment (or for the plain copy) on `stream`.
+  static cudaError_t issue_memcpy(const CopyRequest& r, cudaStream_t stream);
   cudaEvent_t take_event();
   // A pinned buffer for at least `pieces` pieces (a free one, else a new one); null pieces when
   // pinned memory cannot be had.
@@ -93,7 +110,11 @@ class CudaCopyEngine final : public CopyEngine {
   std::vector<cudaEvent_t> free_events_;
   std::vector<PieceBuffer> free_pieces_;
   std::vector<PieceBuffer> all_pieces_;  // freed by the destructor
-  size_t inflight_ = 0;
+  size_t inflight_ = 0;  // requests (a gather counts once)
+  // kBatch mode's argument arrays, reused.
+  std::vector<void*> batch_dsts_;
+  std::vector<const void*> batch_srcs_;
+  std::vector<size_t> batch_sizes_;
 };
 
 // Loads the copy engine's kernels into `device`'s context, once per device per process (thread

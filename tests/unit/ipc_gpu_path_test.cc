@@ -5,7 +5,9 @@
 // when its imm arrives, each remote allocation is imported once however many regions it holds,
 // imports close when the peer is removed, and a host source reaches a GPU target through the
 // default device. Also: GPU sources into a peer's host memory, read through the backend in
-// bounce-sized steps.
+// bounce-sized steps. And a paged write's run into a peer's GPU memory: one gather copy request,
+// one imm record counting its pages, one completion event, every page in place at the first imm.
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,25 +26,37 @@ constexpr uint32_t kWrites = 48;
 struct FakeCounters {
   int opens = 0;
   int closes = 0;
-  int reads = 0;  // copy_to_host calls
+  int reads = 0;     // copy_to_host calls
+  int submits = 0;   // copy requests accepted
+  int segments = 0;  // copies of `length` bytes they asked for (a gather's segments)
 };
 
 class FakeCopies final : public gpu::CopyEngine {
  public:
+  explicit FakeCopies(FakeCounters* counters) : counters_(counters) {}
   gpu::CopySubmit submit(const gpu::CopyRequest& r, Status* error) override {
     if (!r.dst_ptr || r.dst_device != 0) {
       *error = invalid_argument("fake: no mapped target");
       return gpu::CopySubmit::kFailed;
     }
-    queued_.push_back(r);
+    ++counters_->submits;
+    counters_->segments += static_cast<int>(gpu::segment_count(r));
+    // The segments' span ends with this call: keep them, as the real engines do.
+    Queued q{r, {r.segments.begin(), r.segments.end()}};
+    q.request.segments = {};
+    queued_.push_back(std::move(q));
     return gpu::CopySubmit::kAccepted;
   }
   void progress(std::vector<gpu::CopyDone>& done) override {
     // Finish everything queued, newest first: completion order says nothing about posting order.
     while (!queued_.empty()) {
-      const gpu::CopyRequest r = queued_.back();
+      const Queued q = std::move(queued_.back());
       queued_.pop_back();
-      std::memcpy(r.dst_ptr, r.src, r.length);
+      const gpu::CopyRequest& r = q.request;
+      if (q.segments.empty()) std::memcpy(r.dst_ptr, r.src, r.length);
+      for (const gpu::CopySegment& s : q.segments) {
+        std::memcpy(static_cast<uint8_t*>(r.dst_ptr) + s.dst_offset, static_cast<const uint8_t*>(r.src) + s.src_offset, r.length);
+      }
       done.push_back({r.op, ok_status()});
     }
   }
@@ -50,12 +64,17 @@ class FakeCopies final : public gpu::CopyEngine {
   void drain() override { queued_.clear(); }
 
  private:
-  std::vector<gpu::CopyRequest> queued_;
+  struct Queued {
+    gpu::CopyRequest request;
+    std::vector<gpu::CopySegment> segments;
+  };
+  FakeCounters* counters_;
+  std::vector<Queued> queued_;
 };
 
 class FakeGpu final : public GpuBackend {
  public:
-  FakeGpu(uint8_t* alloc, FakeCounters* counters) : alloc_(alloc), counters_(counters) {}
+  FakeGpu(uint8_t* alloc, FakeCounters* counters) : alloc_(alloc), counters_(counters), copies_(counters) {}
   Result<GpuExport> export_region(void* ptr, size_t length, bool for_peers) override {
     auto* p = static_cast<uint8_t*>(ptr);
     GpuExport e;
@@ -124,7 +143,7 @@ int run_target(uint8_t* alloc, int to_parent, int from_parent, MemoryKind target
       const uint32_t w = e.imm;  // write w went to region (w % 2), slot w / 2
       const uint8_t* at = alloc + (w % 2 ? (4 << 20) : 4096) + (w / 2) * kSlotBytes;
       for (size_t i = 0; i < kSlotBytes; ++i) bad += at[i] != pattern(w, i);
-      ++arrived;
+      arrived += e.count;  // 1: every write has its own imm
     }
   }
   char done = 0;
@@ -258,6 +277,132 @@ TEST(IpcGpuPath, GpuSourceReachesAPeersHostMemoryThroughBounceSteps) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the target saw a missing or incomplete write (see run_target)";
+  munmap(alloc, kAllocBytes);
+  for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+}
+
+// A paged write's run into a peer's GPU memory: the target process registers one "GPU" region,
+// counts imm arrivals, and checks at the first that every page is in place; it reports what it
+// saw through `to_parent`. Source page i goes to target page perm[i].
+constexpr size_t kPage = 4096;
+
+struct RunReport {
+  uint64_t arrivals = 0;
+  uint64_t events = 0;
+  uint64_t intact_at_first_imm = 0;
+};
+
+int run_page_target(uint8_t* alloc, int to_parent, int from_parent, const std::vector<size_t>& perm) {
+  FakeCounters counters;
+  auto d = testing::open_domain(8192, fake_factory(alloc, &counters));
+  if (!d) return 10;
+  std::memset(alloc, 0, kAllocBytes);
+  auto r = d->register_memory(alloc + 4096, perm.size() * kPage, Access::kRemoteWrite, MemoryKind::kCuda);
+  if (!r.ok()) return 11;
+  const std::vector<uint8_t>& address = d->address();
+  const uint32_t len = static_cast<uint32_t>(address.size());
+  if (write(to_parent, &len, 4) != 4 || write(to_parent, address.data(), len) != static_cast<ssize_t>(len) ||
+      write(to_parent, &r->rkey, 8) != 8) {
+    return 12;
+  }
+  auto intact = [&] {
+    for (size_t p = 0; p < perm.size(); ++p) {
+      const uint8_t* at = alloc + 4096 + perm[p] * kPage;
+      for (size_t i = 0; i < kPage; ++i) {
+        if (at[i] != pattern(static_cast<uint32_t>(p), i)) return false;
+      }
+    }
+    return true;
+  };
+  RunReport report;
+  std::vector<Event> events;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (report.arrivals < perm.size() && std::chrono::steady_clock::now() < end) {
+    events.clear();
+    d->poll(events, 64);
+    for (const Event& e : events) {
+      if (e.kind != EventKind::kImm || e.imm != 55) continue;
+      if (report.events++ == 0) report.intact_at_first_imm = intact();
+      report.arrivals += e.count;
+    }
+  }
+  if (write(to_parent, &report, sizeof(report)) != static_cast<ssize_t>(sizeof(report))) return 13;
+  char done = 0;
+  return read(from_parent, &done, 1) == 1 ? 0 : 14;  // stay alive until the parent is finished
+}
+
+TEST(IpcGpuPath, APagedRunIsOneGatherCopyAndOneImmRecordIntoAPeersGpuMemory) {
+  constexpr size_t kPages = 300;
+  std::vector<size_t> perm(kPages);
+  for (size_t p = 0; p < kPages; ++p) perm[p] = (p * 7 + 3) % kPages;  // 7 is prime to 300: a permutation
+  auto* alloc = static_cast<uint8_t*>(mmap(nullptr, kAllocBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(alloc, MAP_FAILED);
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    close(up[0]);
+    close(down[1]);
+    _exit(run_page_target(alloc, up[1], down[0], perm));
+  }
+  ASSERT_GT(child, 0);
+  // A failed assertion returns early: the child must not outlive the test.
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid <= 0) return;
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } reaper{child};
+  uint32_t len = 0;
+  ASSERT_EQ(read(up[0], &len, 4), 4);
+  ASSERT_LE(len, 256u);
+  std::vector<uint8_t> address(len);
+  uint64_t rkey = 0;
+  ASSERT_EQ(read(up[0], address.data(), len), static_cast<ssize_t>(len));
+  ASSERT_EQ(read(up[0], &rkey, 8), 8);
+
+  FakeCounters counters;
+  static uint8_t source_alloc[kAllocBytes];
+  auto d = testing::open_domain(8192, fake_factory(source_alloc, &counters));
+  ASSERT_TRUE(d);
+  for (size_t p = 0; p < kPages; ++p) {
+    for (size_t i = 0; i < kPage; ++i) source_alloc[p * kPage + i] = pattern(static_cast<uint32_t>(p), i);
+  }
+  auto gpu_src = d->register_memory(source_alloc, kPages * kPage, Access::kLocalOnly, MemoryKind::kCuda);
+  ASSERT_TRUE(gpu_src.ok()) << gpu_src.status().to_string();
+  Result<PeerHandle> peer = d->add_peer(address);
+  ASSERT_TRUE(peer.ok()) << peer.status().to_string();
+  std::vector<WriteWr> run;
+  for (size_t p = 0; p < kPages; ++p) {
+    run.push_back(testing::write_wr(source_alloc + p * kPage, gpu_src->desc, kPage, *peer, perm[p] * kPage, rkey, 55u, 12));
+  }
+  PostResult last = PostResult::kFailed;
+  Status error;
+  ASSERT_EQ(d->post_writes(run, &last, &error), kPages) << error.to_string();
+  EXPECT_EQ(last, PostResult::kPosted);
+  EXPECT_EQ(counters.submits, 1) << "the run is one copy request";
+  EXPECT_EQ(counters.segments, static_cast<int>(kPages)) << "with one segment per page";
+  std::vector<Event> events;
+  ASSERT_TRUE(testing::poll_until({d.get()}, {&events}, [&] { return testing::count_of(events, EventKind::kWriteDone) >= kPages; }));
+  RunReport report;
+  ASSERT_EQ(read(up[0], &report, sizeof(report)), static_cast<ssize_t>(sizeof(report)));
+  EXPECT_EQ(report.arrivals, kPages) << "one imm arrival per page";
+  EXPECT_EQ(report.events, 1u) << "one imm record for the run";
+  EXPECT_EQ(report.intact_at_first_imm, 1u) << "the imm arrived before every page was in place";
+  for (int i = 0; i < 20; ++i) d->poll(events, 64);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].count, kPages);
+  EXPECT_TRUE(events[0].status.ok()) << events[0].status.to_string();
+  const char done = 1;
+  ASSERT_EQ(write(down[1], &done, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  reaper.pid = -1;
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
   munmap(alloc, kAllocBytes);
   for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
 }

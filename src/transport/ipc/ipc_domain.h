@@ -9,6 +9,11 @@
 //     kernel) for GPU targets — and, once the copy is complete, pushes its imm into the target's
 //     ring. Its local completion follows the push, so a completed write's bytes are at the target
 //     (delivery-complete). Copies finish in any order, so do writes.
+//   - A run (post_writes: a paged write's pages on this domain, WRs with one peer, source
+//     region, key, length, context and imm) is ONE op, ONE gather copy (CopyRequest::segments),
+//     ONE imm record counting its WRs and ONE completion event (Event::count = its WRs): the
+//     work per page is the range check and one segment, not an op, a copy, an imm and an event.
+//     The target turns each imm record into one kImm event with the record's count.
 //   - SEND pushes the message in fragments into the target's ring; the target reassembles them
 //     into posted receive buffers (message_assembler.h). Control messages (the liveness probe)
 //     travel the same way, flagged.
@@ -39,7 +44,7 @@ namespace fabric_lib::transport::ipc {
 
 struct IpcOptions {
   ShmSegment::Geometry geometry;
-  size_t max_inflight = 4096;
+  size_t max_inflight = 4096;  // ops in flight (a run of WRs is one op); posts say kAgain beyond
   HostCopyEngine::Options host_copies;
   GpuBackendFactory gpu;  // empty: GPU memory is Unsupported (builds without CUDA)
 };
@@ -60,8 +65,13 @@ class IpcDomain final : public Domain {
   void remove_peer(PeerHandle peer) override;
 
   PostResult post_write(const WriteWr& wr, Status* error) override;
-  // A run to one peer, source region and target key (a paged write's pages on this domain) looks
-  // the peer and the region up once.
+  // Consecutive WRs with one peer, source region, key, length (> 0), context and imm (a paged
+  // write's pages on this domain) are posted as one op and one gather copy; they complete
+  // together (one event counting them) and their imms arrive as one record. Every WR is checked
+  // as post_write checks it: when WR j of a run is refused, the run's first j are posted (as one
+  // op) and WR j is reported with post_write's error. A run the copy engine cannot take now
+  // (kAgain), or one met at the op limit, posts nothing. Anything else (imm-only WRs, a dead or
+  // unknown peer, a run of one) goes through post_write.
   size_t post_writes(std::span<const WriteWr> wrs, PostResult* last, Status* error) override;
   PostResult post_send(const SendWr& wr, Status* error) override;
   PostResult post_recv(const RecvWr& wr, Status* error) override;
@@ -97,11 +107,13 @@ class IpcDomain final : public Domain {
     Peer* peer = nullptr;  // lives while it has ops (maybe_release waits for ops == 0)
     bool has_imm = false;
     uint32_t imm = 0;
+    uint32_t wrs = 1;  // WRs it stands for: a run's, else 1 (its event's count)
     Status error;  // a failure noted while the copy still runs
   };
   struct OutItem {
     uint32_t op = 0;
     bool imm = false;          // an imm; else a message
+    uint32_t count = 1;        // an imm: arrivals not yet pushed (a run's WRs)
     bool control = false;
     const uint8_t* bytes = nullptr;
     uint64_t length = 0;
@@ -151,6 +163,22 @@ class IpcDomain final : public Domain {
   // post_write's copy, the peer and both regions found: checks the ranges, makes the op and
   // submits the copy.
   PostResult post_copy(Peer& peer, const WriteWr& wr, const LocalRegion& src, const RemoteRegion& dst, Status* error);
+  // Why `wr` may not be posted: its source outside `src`, or its target outside `target`.
+  static Status check_ranges(const WriteWr& wr, const LocalRegion& src, const RegionInfo& target);
+  // One op and one copy for `wrs` (checked; one run, or one WR): a plain copy for one WR, a
+  // gather copy for several. Nothing is left of the op unless kPosted.
+  PostResult start_copy(Peer& peer, std::span<const WriteWr> wrs, const LocalRegion& src, const RemoteRegion& dst,
+                        Status* error);
+
+  // ipc_domain_runs.cc: post_writes' runs.
+  // How many WRs from the front of `wrs` make one run (1: none).
+  static size_t run_length(std::span<const WriteWr> wrs);
+  // Posts one run (>= 2 WRs) as one op; returns how many of its WRs were posted.
+  size_t post_run(std::span<const WriteWr> run, PostResult* last, Status* error);
+  // Posts WRs one by one through post_write; returns how many were posted.
+  size_t post_each(std::span<const WriteWr> wrs, PostResult* last, Status* error);
+
+  // Reports op `i` (one event, counting its WRs) and frees it.
   void complete(uint32_t op, Status status);
   // Frees op `i` without an event (a copy the engine did not accept).
   void drop_op(uint32_t i);
@@ -161,6 +189,9 @@ class IpcDomain final : public Domain {
   void drop_region(Peer& peer, uint64_t rkey);
   PostResult enqueue_message(const SendWr& wr, bool control, EventKind kind, Status* error);
   bool pump_outbox(Peer& peer);
+  // Pushes the imm items at the front of `peer`'s outbox (equal values, up to
+  // kMaxImmRecordCount arrivals) as one record. False when the ring is full or closed.
+  bool push_imm_record(Peer& peer);
   bool pump_outboxes();
   bool progress_copies();
   void peer_failed(Peer& peer, const Status& why);
@@ -198,11 +229,10 @@ class IpcDomain final : public Domain {
   SlabPool<Op> ops_;  // an op's index travels in copy requests
   std::deque<Event> completed_;
   std::vector<gpu::CopyDone> copy_done_;
+  std::vector<gpu::CopySegment> segments_;  // a run's gather, reused
   size_t outbox_items_ = 0;
 
   // Owner side.
-  uint32_t pending_imm_ = 0;
-  uint64_t pending_imm_count_ = 0;
   uint64_t blocked_position_ = UINT64_MAX;
   int64_t blocked_since_ns_ = 0;
   bool asked_to_sleep_ = false;

@@ -11,8 +11,6 @@
 namespace fabric_lib::transport::ipc {
 namespace {
 
-// Equal imms queued for one peer are pushed as one record of up to this many arrivals.
-constexpr uint32_t kMaxImmCoalesce = 4096;
 // Without pidfds, how often a peer's process is looked up in /proc at most.
 constexpr int64_t kFullCheckNs = 10'000'000;
 
@@ -61,12 +59,13 @@ void IpcDomain::drop_op(uint32_t i) {
 void IpcDomain::complete(uint32_t i, Status status) {
   Op* op = ops_.at(i);
   if (!op) return;
-  // Successful writes of one run (the WRs of a post_writes call share their context) finish
-  // together: one event counts them all.
+  // Successful writes that share a context (the engine's runs do) and finish together are
+  // reported by one event counting them all.
   if (status.ok() && op->kind == EventKind::kWriteDone && !completed_.empty()) {
     Event& last = completed_.back();
-    if (last.kind == EventKind::kWriteDone && last.context == op->context && last.status.ok() && last.count < UINT32_MAX) {
-      ++last.count;
+    if (last.kind == EventKind::kWriteDone && last.context == op->context && last.status.ok() &&
+        last.count <= UINT32_MAX - op->wrs) {
+      last.count += op->wrs;
       drop_op(i);
       return;
     }
@@ -74,6 +73,7 @@ void IpcDomain::complete(uint32_t i, Status status) {
   Event ev;
   ev.kind = op->kind;
   ev.context = op->context;
+  ev.count = op->wrs;
   ev.status = std::move(status);
   completed_.push_back(std::move(ev));
   drop_op(i);
@@ -188,40 +188,60 @@ PostResult IpcDomain::post_write(const WriteWr& wr, Status* error) {
   return post_copy(*peer, wr, *src, **dst, error);
 }
 
-PostResult IpcDomain::post_copy(Peer& peer, const WriteWr& wr, const LocalRegion& src, const RemoteRegion& dst,
-                                Status* error) {
-  auto fail = [&](Status s) {
-    if (error) *error = std::move(s);
-    return PostResult::kFailed;
-  };
+Status IpcDomain::check_ranges(const WriteWr& wr, const LocalRegion& src, const RegionInfo& target) {
   const auto* s = static_cast<const uint8_t*>(wr.src);
   if (!s || s < src.base || wr.length > src.length || s - src.base > static_cast<ptrdiff_t>(src.length - wr.length)) {
-    return fail(invalid_argument("ipc: write source outside its registered region"));
+    return invalid_argument("ipc: write source outside its registered region");
   }
-  const RegionInfo& target = dst.info;
   if (wr.remote_addr > target.length || wr.length > target.length - wr.remote_addr) {
-    return fail(out_of_range("ipc: write of " + std::to_string(wr.length) + " bytes at offset " +
-                             std::to_string(wr.remote_addr) + " exceeds the peer's " + std::to_string(target.length) +
-                             "-byte region"));
+    return out_of_range("ipc: write of " + std::to_string(wr.length) + " bytes at offset " + std::to_string(wr.remote_addr) +
+                        " exceeds the peer's " + std::to_string(target.length) + "-byte region");
   }
+  return ok_status();
+}
+
+PostResult IpcDomain::post_copy(Peer& peer, const WriteWr& wr, const LocalRegion& src, const RemoteRegion& dst,
+                                Status* error) {
+  if (Status s = check_ranges(wr, src, dst.info); !s.ok()) {
+    if (error) *error = std::move(s);
+    return PostResult::kFailed;
+  }
+  return start_copy(peer, std::span<const WriteWr>(&wr, 1), src, dst, error);
+}
+
+PostResult IpcDomain::start_copy(Peer& peer, std::span<const WriteWr> wrs, const LocalRegion& src,
+                                 const RemoteRegion& dst, Status* error) {
+  const WriteWr& wr = wrs.front();
   const uint32_t op = new_op(EventKind::kWriteDone, wr.context, peer);
   Op& o = *ops_.at(op);
   o.has_imm = wr.has_imm;
   o.imm = wr.imm;
+  o.wrs = static_cast<uint32_t>(wrs.size());
   gpu::CopyRequest copy;
   copy.op = op;
   copy.src = wr.src;
   copy.src_kind = src.kind;
   copy.src_device = src.device;
   copy.length = wr.length;
+  uint64_t dst_offset = wr.remote_addr;
+  if (wrs.size() > 1) {  // a gather: each WR a segment, relative to both regions' bases
+    segments_.clear();
+    for (const WriteWr& w : wrs) {
+      segments_.push_back({static_cast<uint64_t>(static_cast<const uint8_t*>(w.src) - src.base), w.remote_addr});
+    }
+    copy.src = src.base;
+    copy.segments = segments_;
+    dst_offset = 0;
+  }
+  const RegionInfo& target = dst.info;
   gpu::CopySubmit result;
   Status why;
   if (target.kind == MemoryKind::kHost) {
     copy.dst_pid = peer.address.owner.pid;
-    copy.dst_addr = target.base + wr.remote_addr;
+    copy.dst_addr = target.base + dst_offset;
     result = host_copies_.submit(copy, &why);
   } else {
-    copy.dst_ptr = dst.mapped + wr.remote_addr;
+    copy.dst_ptr = dst.mapped + dst_offset;
     copy.dst_kind = MemoryKind::kCuda;
     copy.dst_device = dst.device;
     result = gpu_ ? gpu_->copies().submit(copy, &why) : gpu::CopySubmit::kFailed;
@@ -229,44 +249,11 @@ PostResult IpcDomain::post_copy(Peer& peer, const WriteWr& wr, const LocalRegion
   }
   if (result != gpu::CopySubmit::kAccepted) {
     drop_op(op);  // not accepted: the op disappears without an event
-    if (result == gpu::CopySubmit::kFailed) return fail(std::move(why));
-    return PostResult::kAgain;
+    if (result == gpu::CopySubmit::kAgain) return PostResult::kAgain;
+    if (error) *error = std::move(why);
+    return PostResult::kFailed;
   }
   return PostResult::kPosted;
-}
-
-size_t IpcDomain::post_writes(std::span<const WriteWr> wrs, PostResult* last, Status* error) {
-  // A paged write's run: one peer, one source region, one target key. The peer and the region
-  // are looked up once for as long as they stay the same; anything else (imm-only WRs, a dead
-  // peer) goes through post_write.
-  *last = PostResult::kPosted;
-  size_t n = 0;
-  Peer* peer = nullptr;
-  const LocalRegion* src = nullptr;
-  RemoteRegion* dst = nullptr;
-  uint64_t rkey = 0;
-  for (const WriteWr& wr : wrs) {
-    const bool same = dst && peer->handle == wr.peer && src == wr.src_desc && rkey == wr.rkey && wr.length > 0;
-    if (!same) {
-      dst = nullptr;
-      rkey = wr.rkey;
-      peer = find_peer(wr.peer);
-      src = static_cast<const LocalRegion*>(wr.src_desc);
-      if (peer && !peer->removed && !peer->dead && wr.length > 0 && src) {
-        Result<RemoteRegion*> r = resolve_region(*peer, wr.rkey, *src);
-        if (r.ok()) dst = *r;
-      }
-    }
-    if (!dst || ops_.in_use() >= options_.max_inflight) {
-      *last = post_write(wr, error);  // the slow path, and every error message
-      dst = nullptr;
-    } else {
-      *last = post_copy(*peer, wr, *src, *dst, error);
-    }
-    if (*last != PostResult::kPosted) break;
-    ++n;
-  }
-  return n;
 }
 
 PostResult IpcDomain::enqueue_message(const SendWr& wr, bool control, EventKind kind, Status* error) {
@@ -349,32 +336,17 @@ bool IpcDomain::pump_outbox(Peer& peer) {
   bool full = false;
   while (!peer.outbox.empty() && !full) {
     OutItem& item = peer.outbox.front();
+    if (item.imm) {
+      if (!push_imm_record(peer)) {
+        if (peer.dead) return pushed;  // closed: its outbox was failed
+        break;                         // full
+      }
+      pushed = true;
+      continue;
+    }
     RecordHeader h;
     h.sender = sender_token_;
     h.sender_pid = self_.pid;
-    if (item.imm) {
-      uint32_t n = 1;
-      while (n < peer.outbox.size() && n < kMaxImmCoalesce && peer.outbox[n].imm && peer.outbox[n].imm_value == item.imm_value) ++n;
-      h.type = RecordType::kImm;
-      h.value = item.imm_value;
-      h.count = n;
-      const RingProducer::Push r = peer.producer.push(h);
-      if (r == RingProducer::Push::kClosed) {
-        peer_failed(peer, Status(ErrorCode::kPeerUnreachable, "the peer closed its ipc domain"));
-        return pushed;
-      }
-      if (r == RingProducer::Push::kFull) {
-        full = true;
-        break;
-      }
-      pushed = true;
-      for (uint32_t k = 0; k < n; ++k) {
-        complete(peer.outbox.front().op, ok_status());
-        peer.outbox.pop_front();
-      }
-      outbox_items_ -= n;
-      continue;
-    }
     h.type = RecordType::kFragment;
     h.flags = item.control ? kFlagControl : 0;
     h.value = item.seq;
@@ -402,6 +374,42 @@ bool IpcDomain::pump_outbox(Peer& peer) {
   }
   if (pushed) peer.segment->wake_owner();
   return pushed;
+}
+
+bool IpcDomain::push_imm_record(Peer& peer) {
+  // Equal imms queued one after another (single WRs' and runs') go as one record.
+  const uint32_t value = peer.outbox.front().imm_value;
+  uint64_t arrivals = 0;
+  for (size_t k = 0; k < peer.outbox.size() && arrivals < kMaxImmRecordCount; ++k) {
+    const OutItem& next = peer.outbox[k];
+    if (!next.imm || next.imm_value != value) break;
+    arrivals += next.count;
+  }
+  RecordHeader h;
+  h.sender = sender_token_;
+  h.sender_pid = self_.pid;
+  h.type = RecordType::kImm;
+  h.value = value;
+  h.count = static_cast<uint32_t>(std::min<uint64_t>(arrivals, kMaxImmRecordCount));
+  const RingProducer::Push r = peer.producer.push(h);
+  if (r == RingProducer::Push::kClosed) {
+    peer_failed(peer, Status(ErrorCode::kPeerUnreachable, "the peer closed its ipc domain"));
+    return false;
+  }
+  if (r == RingProducer::Push::kFull) return false;
+  // An item completes once all its arrivals are out; one too large for this record (a run of
+  // more than kMaxImmRecordCount WRs) keeps the rest for the next.
+  for (uint32_t left = h.count; left > 0;) {
+    OutItem& front = peer.outbox.front();
+    const uint32_t n = std::min(left, front.count);
+    front.count -= n;
+    left -= n;
+    if (front.count > 0) break;
+    complete(front.op, ok_status());
+    peer.outbox.pop_front();
+    --outbox_items_;
+  }
+  return true;
 }
 
 bool IpcDomain::pump_outboxes() {
@@ -438,6 +446,7 @@ bool IpcDomain::progress_copies() {
     OutItem item;
     item.op = i;
     item.imm = true;
+    item.count = op.wrs;  // a run's imms: one item, one record (or a few: kMaxImmRecordCount)
     item.imm_value = op.imm;
     peer->outbox.push_back(item);
     ++outbox_items_;

@@ -58,15 +58,6 @@ size_t IpcDomain::consume_ring(std::vector<Event>& out, size_t max) {
   size_t n = 0;
   Record record;
   while (n < max) {
-    if (pending_imm_count_ > 0) {
-      Event ev;
-      ev.kind = EventKind::kImm;
-      ev.imm = pending_imm_;
-      out.push_back(ev);
-      --pending_imm_count_;
-      ++n;
-      continue;
-    }
     if (!assembler_.accepting()) break;  // messages wait for receive buffers: stop reading
     uint32_t claimer = 0;
     switch (consumer_.pop(record, &claimer)) {
@@ -87,8 +78,13 @@ size_t IpcDomain::consume_ring(std::vector<Event>& out, size_t max) {
         if (invalid_records_++ % 1024 == 0) FL_LOG_WARN("ipc domain {}: skipped a malformed imm record", segment_->name());
         continue;
       }
-      pending_imm_ = record.header.value;
-      pending_imm_count_ = record.header.count;
+      // One event for the record's arrivals (a run's imms, or equal imms coalesced by the sender).
+      Event ev;
+      ev.kind = EventKind::kImm;
+      ev.imm = record.header.value;
+      ev.count = record.header.count;
+      out.push_back(ev);
+      ++n;
       continue;
     }
     Status s = assembler_.add(record);
@@ -117,7 +113,7 @@ void IpcDomain::on_blocked_slot(uint32_t claimer) {
 
 bool IpcDomain::has_deferred_work() const {
   return host_copies_.inflight() > 0 || (gpu_ && gpu_->copies().inflight() > 0) || outbox_items_ > 0 ||
-         !completed_.empty() || pending_imm_count_ > 0 || assembler_.deliverable();
+         !completed_.empty() || assembler_.deliverable();
 }
 
 bool IpcDomain::ready_to_block() {

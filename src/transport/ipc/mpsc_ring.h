@@ -32,7 +32,8 @@ struct Record {
   uint8_t payload[kSlotPayloadBytes];
 };
 
-// A single imm record may announce at most this many arrivals (senders coalesce up to 4096).
+// A single imm record may announce at most this many arrivals (senders coalesce equal imms and
+// a run's imms up to it; a larger run takes several records).
 inline constexpr uint32_t kMaxImmRecordCount = 1u << 16;
 // Whether a popped kImm record is well formed: 1..kMaxImmRecordCount arrivals and no payload
 // (the owner skips any other; fragments are checked by MessageAssembler::add).
