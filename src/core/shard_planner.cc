@@ -61,11 +61,15 @@ void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std
 
 void plan_page_list(std::span<const uint32_t> src_pages, std::span<const uint32_t> dst_pages, const PageGeometry& g,
                     const Route& route, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  out.reserve(out.size() + src_pages.size());
+  // Sized once and filled in place: the per-page loop is the paged hot path (no capacity check
+  // per page).
+  const size_t base = out.size();
+  out.resize(base + src_pages.size());
+  WrPlan* plan = out.data() + base;
   for_each_page_run(src_pages.size(), route, domains, start, [&](const PageRun& run) {
     for (uint32_t i = run.begin; i < run.end; ++i) {
-      out.push_back({run.domain, 0, g.src_offset + uint64_t{src_pages[i]} * g.src_stride,
-                     g.dst_offset + uint64_t{dst_pages[i]} * g.dst_stride, g.page_length});
+      plan[i] = {run.domain, 0, g.src_offset + uint64_t{src_pages[i]} * g.src_stride,
+                 g.dst_offset + uint64_t{dst_pages[i]} * g.dst_stride, g.page_length};
     }
   });
 }

@@ -102,7 +102,7 @@ Result<CudaCopyEngine::DeviceState*> CudaCopyEngine::device_state(int device) {
   if (guard.status() != cudaSuccess) return cuda_status("cudaSetDevice", guard.status());
   DeviceState d;
   for (size_t i = 0; i < std::max<size_t>(1, options_.streams_per_device); ++i) {
-    StreamState s;
+    StreamState s(&pool_);
     // Non-blocking: never wait for (or hold up) the application's work on the legacy stream.
     const cudaError_t e = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
@@ -221,8 +221,9 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     return;
   }
   const size_t n = d.streams.size();
-  std::vector<std::vector<uint64_t>> issued(n);
-  std::vector<const CopyRequest*> small;
+  std::vector<const CopyRequest*>& small = small_;
+  small.clear();
+  auto issued = [&](size_t s) -> std::vector<uint64_t>& { return d.streams[s].issuing; };
   for (const Queued& q : d.flushing) {
     const CopyRequest& r = q.request;
     if (is_small(r)) {
@@ -236,7 +237,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
       if (!r.segments.empty()) cudaStreamSynchronize(d.streams[s].stream);
       fail(r.op, cuda_status("cudaMemcpyAsync", e));
     } else {
-      issued[s].push_back(r.op);
+      issued(s).push_back(r.op);
     }
   }
   if (small.size() == 1 && small[0]->segments.empty() && options_.mode == GpuCopyMode::kAuto) {
@@ -245,7 +246,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     const size_t s = d.next++ % n;
     const cudaError_t e = cudaMemcpyAsync(r.dst_ptr, r.src, r.length, cudaMemcpyDefault, d.streams[s].stream);
     if (e != cudaSuccess) fail(r.op, cuda_status("cudaMemcpyAsync", e));
-    else issued[s].push_back(r.op);
+    else issued(s).push_back(r.op);
     small.clear();
   }
   // Kernel mode: one launch for the whole flush, or, past kPiecesPerLaunch pieces, launches of
@@ -254,7 +255,6 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
   size_t total = 0;
   for (const CopyRequest* r : small) total += pieces_of(*r);
   const size_t per_launch = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : std::max(kPiecesPerLaunch, (total + n - 1) / n);
-  std::vector<std::vector<PieceBuffer>> buffers(n);
   for (size_t i = 0; i < small.size();) {
     size_t j = i;
     size_t pieces = 0;
@@ -265,36 +265,57 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     const std::span<const CopyRequest* const> part(small.data() + i, j - i);
     i = j;
     const size_t s = d.next++ % n;
-    const cudaError_t e = issue_small(part, d.streams[s].stream, buffers[s]);
+    const cudaError_t e = issue_small(part, d.streams[s].stream, d.streams[s].issuing_buffers);
     if (e != cudaSuccess) {
       // The launch failed: wait for the stream, so no failed op's copy can still land later.
       cudaStreamSynchronize(d.streams[s].stream);
       const char* what = options_.mode == GpuCopyMode::kBatch ? "cudaMemcpyBatchAsync" : "page-copy kernel launch";
       for (const CopyRequest* r : part) fail(r->op, cuda_status(what, e));
     } else {
-      for (const CopyRequest* r : part) issued[s].push_back(r->op);
+      for (const CopyRequest* r : part) issued(s).push_back(r->op);
     }
   }
   for (size_t s = 0; s < n; ++s) {
-    if (issued[s].empty()) {
-      free_pieces_.insert(free_pieces_.end(), buffers[s].begin(), buffers[s].end());  // only failed launches used them
+    StreamState& st = d.streams[s];
+    if (st.issuing.empty()) {
+      // Only failed launches used these buffers.
+      free_pieces_.insert(free_pieces_.end(), st.issuing_buffers.begin(), st.issuing_buffers.end());
+      st.issuing_buffers.clear();
       continue;
     }
     cudaEvent_t ev = take_event();
-    const cudaError_t e = ev ? cudaEventRecord(ev, d.streams[s].stream) : cudaErrorMemoryAllocation;
+    const cudaError_t e = ev ? cudaEventRecord(ev, st.stream) : cudaErrorMemoryAllocation;
+    Flushed f;
+    if (!spare_.empty()) {
+      f = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    f.ops.swap(st.issuing);
+    f.buffers.swap(st.issuing_buffers);
     if (e != cudaSuccess) {
       // No event to watch: wait here instead (rare), and report what the stream says.
-      const cudaError_t sync = cudaStreamSynchronize(d.streams[s].stream);
+      const cudaError_t sync = cudaStreamSynchronize(st.stream);
       if (ev) free_events_.push_back(ev);
-      free_pieces_.insert(free_pieces_.end(), buffers[s].begin(), buffers[s].end());
-      for (uint64_t op : issued[s]) {
-        done.push_back({op, sync == cudaSuccess ? ok_status() : cuda_status("GPU copy", sync)});
-        --inflight_;
-      }
+      f.event = nullptr;
+      retire(f, sync == cudaSuccess ? ok_status() : cuda_status("GPU copy", sync), &done);
+      spare_.push_back(std::move(f));
       continue;
     }
-    d.streams[s].flushed.push_back({ev, std::move(issued[s]), std::move(buffers[s])});
+    f.event = ev;
+    st.flushed.push_back(std::move(f));
   }
+}
+
+void CudaCopyEngine::retire(Flushed& f, const Status& status, std::vector<CopyDone>* done) {
+  if (done) {
+    for (uint64_t op : f.ops) done->push_back({op, status});
+  }
+  inflight_ -= std::min(inflight_, f.ops.size());
+  if (f.event) free_events_.push_back(f.event);
+  f.event = nullptr;
+  free_pieces_.insert(free_pieces_.end(), f.buffers.begin(), f.buffers.end());
+  f.ops.clear();
+  f.buffers.clear();
 }
 
 void CudaCopyEngine::progress(std::vector<CopyDone>& done) {
@@ -305,11 +326,8 @@ void CudaCopyEngine::progress(std::vector<CopyDone>& done) {
         Flushed& f = s.flushed.front();
         const cudaError_t e = cudaEventQuery(f.event);
         if (e == cudaErrorNotReady) break;
-        const Status status = e == cudaSuccess ? ok_status() : cuda_status("GPU copy (cudaEventQuery)", e);
-        for (uint64_t op : f.ops) done.push_back({op, status});
-        inflight_ -= f.ops.size();
-        free_events_.push_back(f.event);
-        free_pieces_.insert(free_pieces_.end(), f.buffers.begin(), f.buffers.end());
+        retire(f, e == cudaSuccess ? ok_status() : cuda_status("GPU copy (cudaEventQuery)", e), &done);
+        spare_.push_back(std::move(f));
         s.flushed.pop_front();
       }
     }
@@ -324,11 +342,7 @@ void CudaCopyEngine::drain() {
     d.pending_segments.clear();
     for (StreamState& s : d.streams) {
       if (!s.flushed.empty()) cudaStreamSynchronize(s.stream);
-      for (Flushed& f : s.flushed) {
-        inflight_ -= std::min(inflight_, f.ops.size());
-        free_events_.push_back(f.event);
-        free_pieces_.insert(free_pieces_.end(), f.buffers.begin(), f.buffers.end());
-      }
+      for (Flushed& f : s.flushed) retire(f, ok_status(), nullptr);
       s.flushed.clear();
     }
   }

@@ -23,6 +23,7 @@
 
 #include <deque>
 #include <map>
+#include <memory_resource>
 #include <span>
 #include <vector>
 
@@ -69,8 +70,12 @@ class CudaCopyEngine final : public CopyEngine {
     std::vector<PieceBuffer> buffers;  // the kernel launches' pieces, freed with the event
   };
   struct StreamState {
+    explicit StreamState(std::pmr::memory_resource* pool) : flushed(pool) {}
     cudaStream_t stream = nullptr;
-    std::deque<Flushed> flushed;
+    std::pmr::deque<Flushed> flushed;  // its blocks recycled through pool_
+    // The flush being issued on this stream: its ops and launches' buffers (become a Flushed).
+    std::vector<uint64_t> issuing;
+    std::vector<PieceBuffer> issuing_buffers;
   };
   // A request until its flush: a gather's segments wait in the device's segment store (the
   // caller's span ends with submit()); `request.segments` points at them during the flush.
@@ -105,7 +110,16 @@ class CudaCopyEngine final : public CopyEngine {
   PieceBuffer new_pieces(size_t pieces);
 
 
+  // Ends `f` (its ops reported with `status` into `done` when `done` is not null) and keeps its
+  // vectors for the next flush.
+  void retire(Flushed& f, const Status& status, std::vector<CopyDone>* done);
+
   Options options_;
+  // A flush allocates nothing in steady state: the deques' blocks come back to this pool, the
+  // per-stream lists and a retired flush's vectors are reused.
+  std::pmr::unsynchronized_pool_resource pool_;
+  std::vector<Flushed> spare_;  // retired flushes: empty vectors with capacity
+  std::vector<const CopyRequest*> small_;  // flush()'s kernel/batch copies
   std::map<int, DeviceState> devices_;
   std::vector<cudaEvent_t> free_events_;
   std::vector<PieceBuffer> free_pieces_;
