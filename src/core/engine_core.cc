@@ -259,7 +259,7 @@ TransferId EngineCore::enqueue(size_t group, RequestPool::Ptr request, const Sub
   } else if (options_.default_timeout.count() > 0) {
     request->deadline_ns = monotonic_ns() + options_.default_timeout.count();
   }
-  if (request->kind == RequestKind::kWrite) group_by_domain(*request, num_domains());
+  if (request->kind == RequestKind::kWrite && !request->paged) group_by_domain(*request, num_domains());
   scope.count_submitted();
   workers_[group]->submit(request.release());
   return id;
@@ -333,7 +333,12 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
   r->src = std::move(src);
   r->has_imm = request.imm.has_value();
   r->imm = request.imm.value_or(0);
-  planner::plan_paged(request, num_domains(), workers_[group]->next_start_domain(), r->wrs);
+  // The page list itself, not a WrPlan per page (Request::paged).
+  r->paged = true;
+  r->src_pages.assign(request.src_pages.begin(), request.src_pages.end());
+  r->dst_pages.assign(request.dst_pages.begin(), request.dst_pages.end());
+  r->geometry = {request.page_length, request.src_stride, request.dst_stride, request.src_offset, request.dst_offset};
+  planner::plan_pages(pages, request.route, num_domains(), workers_[group]->next_start_domain(), r->page_runs);
   r->targets = {std::move(request.dst)};
   return enqueue(group, std::move(r), scope);
 }

@@ -212,11 +212,17 @@ void GroupWorker::accept(Request* r, int64_t now) {
       for (size_t t = 0; t < r->targets.size(); ++t) r->target_peers[t] = &peer_for(r->targets[t]);
     }
     for (PeerEntry* p : r->target_peers) maybe_retry_peer(*p, now);
-    r->unposted = static_cast<uint32_t>(r->wrs.size());
-    for (size_t d = 0; d < domains_.size(); ++d) {
-      const uint32_t begin = r->domain_begin[d];
-      const uint32_t end = r->domain_begin[d + 1];
-      if (begin < end) domains_[d].streams.push_back({r, begin, end});
+    r->unposted = r->num_wrs();
+    if (r->paged) {
+      for (const planner::PageRun& run : r->page_runs) {
+        if (run.begin < run.end) domains_[run.domain].streams.push_back({r, run.begin, run.end});
+      }
+    } else {
+      for (size_t d = 0; d < domains_.size(); ++d) {
+        const uint32_t begin = r->domain_begin[d];
+        const uint32_t end = r->domain_begin[d + 1];
+        if (begin < end) domains_[d].streams.push_back({r, begin, end});
+      }
     }
     maybe_finish(r);  // a request with no WRs (validation prevents it; be safe)
   }

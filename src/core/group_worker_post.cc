@@ -32,7 +32,7 @@ transport::WriteWr write_wr(const Request& r, const planner::WrPlan& w, const Mr
 
 transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) {
   Request& r = *s.request;
-  const uint32_t target = r.kind == RequestKind::kSend ? 0 : r.wrs[s.next].target;
+  const uint32_t target = r.kind == RequestKind::kSend ? 0 : r.target_at(s.next);
   PeerEntry& peer = *r.target_peers[target];
   if (peer.health == PeerHealth::kUnreachable) {
     *error = Status(ErrorCode::kPeerUnreachable, peer.last_error.message());
@@ -66,7 +66,7 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
     record->bytes = r.src ? r.send_length : r.message.size();
     result = post_send(r, record, *handle, error);
   } else {
-    const planner::WrPlan& w = r.wrs[s.next];
+    const planner::WrPlan w = r.plan_at(s.next);
     record->bytes = w.length;
     const transport::WriteWr wr = write_wr(r, w, r.target_desc(w.target).domain(e), e, *handle, record);
     result = ds.domain->post_write(wr, error);
@@ -107,11 +107,12 @@ size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::Pos
   *result = transport::PostResult::kPosted;
   Request& r = *s.request;
   if (r.kind == RequestKind::kSend || s.end - s.next < 2 || max_wrs < 2) return 0;
-  const planner::WrPlan& first = r.wrs[s.next];
-  // Scatters and single writes rarely make runs: one look at the next WR says so.
-  const planner::WrPlan& second = r.wrs[s.next + 1];
-  if (second.target != first.target || second.length != first.length) return 0;
-  PeerEntry& peer = *r.target_peers[first.target];
+  // A paged write's pages are one run by construction (one target, one length); scatters and
+  // single writes rarely make runs: one look at the next WR says so.
+  const uint32_t target = r.target_at(s.next);
+  const uint64_t length = r.paged ? r.geometry.page_length : r.wrs[s.next].length;
+  if (!r.paged && (r.wrs[s.next + 1].target != target || r.wrs[s.next + 1].length != length)) return 0;
+  PeerEntry& peer = *r.target_peers[target];
   // Anything unusual (a failed peer, a rerouted path, no handle yet) goes through post_one,
   // which reports it.
   if (peer.health == PeerHealth::kUnreachable || !peer.paths[d].usable()) return 0;
@@ -120,8 +121,8 @@ size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::Pos
   if (ds.inflight >= ds.max_inflight || path.inflight >= ds.max_inflight_per_path) return 0;
   size_t room = std::min({max_wrs, ds.max_inflight - ds.inflight, ds.max_inflight_per_path - path.inflight,
                           static_cast<size_t>(s.end - s.next)});
-  size_t k = 1;
-  while (k < room && r.wrs[s.next + k].target == first.target && r.wrs[s.next + k].length == first.length) ++k;
+  size_t k = r.paged ? room : 1;
+  while (k < room && r.wrs[s.next + k].target == target && r.wrs[s.next + k].length == length) ++k;
   if (k < 2) return 0;
   Result<transport::PeerHandle> handle = peers_.handle(peer, d, *ds.domain);
   if (!handle.ok()) return 0;
@@ -131,11 +132,32 @@ size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::Pos
   record->domain = static_cast<uint32_t>(d);
   record->op = r.op;
   record->posted_ns = clock_ns_;
-  record->bytes = first.length;
-  const MrDomainEntry& dst = r.target_desc(first.target).domain(d);
-  run_wrs_.resize(k);
-  for (size_t i = 0; i < k; ++i) run_wrs_[i] = write_wr(r, r.wrs[s.next + i], dst, d, *handle, record);
-  const size_t n = ds.domain->post_writes(std::span<const transport::WriteWr>(run_wrs_.data(), k), result, error);
+  record->bytes = length;
+  const MrDomainEntry& dst = r.target_desc(target).domain(d);
+  size_t n = 0;
+  if (r.paged) {
+    // The page list itself: no WriteWr per page on this side (Domain::post_pages).
+    transport::PageRunWr run;
+    run.src = r.src->ptr + r.geometry.src_offset;
+    run.src_desc = r.src->domain_mrs[d].desc;
+    run.peer = *handle;
+    run.remote_addr = dst.addr_base + r.geometry.dst_offset;
+    run.rkey = dst.rkey;
+    run.page_length = length;
+    run.src_stride = r.geometry.src_stride;
+    run.dst_stride = r.geometry.dst_stride;
+    run.src_pages = r.src_pages.data() + s.next;
+    run.dst_pages = r.dst_pages.data() + s.next;
+    run.count = k;
+    run.has_imm = r.has_imm;
+    run.imm = r.imm;
+    run.context = reinterpret_cast<uint64_t>(record);
+    n = ds.domain->post_pages(run, result, error);
+  } else {
+    run_wrs_.resize(k);
+    for (size_t i = 0; i < k; ++i) run_wrs_[i] = write_wr(r, r.wrs[s.next + i], dst, d, *handle, record);
+    n = ds.domain->post_writes(std::span<const transport::WriteWr>(run_wrs_.data(), k), result, error);
+  }
   if (n == 0) {
     records_.release(record);
     if (*result == transport::PostResult::kAgain && path.blocked_since_ns == 0) path.blocked_since_ns = monotonic_ns();

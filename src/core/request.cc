@@ -21,6 +21,11 @@ void Request::reset() {
   imm = 0;
   wrs.clear();
   domain_begin.clear();
+  paged = false;
+  src_pages.clear();
+  dst_pages.clear();
+  geometry = {};
+  page_runs.clear();
   message.clear();
   send_offset = 0;
   send_length = 0;

@@ -34,6 +34,13 @@ struct Request {
   uint32_t imm = 0;
   std::vector<planner::WrPlan> wrs;             // sorted by domain
   std::vector<uint32_t> domain_begin;           // wrs of domain d: [domain_begin[d], domain_begin[d+1])
+  // A paged write keeps its page list instead of a WrPlan per page: WR i is page i (plan_at),
+  // and each PageRun [begin, end) of the list goes on its domain (at most one run per domain).
+  bool paged = false;
+  std::vector<uint32_t> src_pages;
+  std::vector<uint32_t> dst_pages;
+  planner::PageGeometry geometry;
+  std::vector<planner::PageRun> page_runs;
 
   // kSend: a copy of the message, or (src set) `send_length` bytes at `send_offset` of the
   // registered source region, sent from where they are.
@@ -59,6 +66,15 @@ struct Request {
   bool delivered = false;
   Status error;
 
+  // WR i of a write request (of a paged one too); its domain is the stream's, not the plan's.
+  planner::WrPlan plan_at(uint32_t i) const {
+    if (!paged) return wrs[i];
+    return {0, 0, geometry.src_offset + uint64_t{src_pages[i]} * geometry.src_stride,
+            geometry.dst_offset + uint64_t{dst_pages[i]} * geometry.dst_stride, geometry.page_length};
+  }
+  uint32_t target_at(uint32_t i) const { return paged ? 0 : wrs[i].target; }
+  // How many WRs it has.
+  uint32_t num_wrs() const { return static_cast<uint32_t>(paged ? src_pages.size() : wrs.size()); }
   const MrDesc& target_desc(uint32_t t) const;
   size_t num_targets() const;
   // Back to the initial state, keeping the vectors' capacity (RequestPool).

@@ -73,6 +73,43 @@ struct WriteWr {
   uint64_t context = 0;
 };
 
+// A run of page WRITEs of one paged write on one domain, as the page list itself: WR i copies
+// `page_length` bytes from src + src_pages[i] * src_stride to remote_addr + dst_pages[i] *
+// dst_stride (remote_addr: the target region's address for the provider — addr_base plus the
+// request's destination offset). Every WR carries `context` and, with has_imm, `imm`, exactly as
+// the `count` WriteWrs it stands for would. The page arrays are only valid during the call.
+struct PageRunWr {
+  const uint8_t* src = nullptr;  // source byte of page index 0
+  void* src_desc = nullptr;
+  PeerHandle peer = 0;
+  uint64_t remote_addr = 0;
+  uint64_t rkey = 0;
+  uint64_t page_length = 0;
+  uint64_t src_stride = 0;
+  uint64_t dst_stride = 0;
+  const uint32_t* src_pages = nullptr;
+  const uint32_t* dst_pages = nullptr;
+  size_t count = 0;
+  bool has_imm = false;
+  uint32_t imm = 0;
+  uint64_t context = 0;
+
+  // WR i as a WriteWr.
+  WriteWr write(size_t i) const {
+    WriteWr wr;
+    wr.src = src + uint64_t{src_pages[i]} * src_stride;
+    wr.length = page_length;
+    wr.src_desc = src_desc;
+    wr.peer = peer;
+    wr.remote_addr = remote_addr + uint64_t{dst_pages[i]} * dst_stride;
+    wr.rkey = rkey;
+    wr.has_imm = has_imm;
+    wr.imm = imm;
+    wr.context = context;
+    return wr;
+  }
+};
+
 struct SendWr {
   const void* buf = nullptr;
   uint64_t length = 0;
@@ -146,6 +183,26 @@ class Domain {
       ++n;
     }
     return n;
+  }
+  // A paged write's run on this domain, given as its page list (PageRunWr): the same contract as
+  // post_writes over the WRs it stands for — posted in order up to the first one not posted,
+  // the return value counts them, `*last` / `*error` describe the first one not posted. What a
+  // backend may win by it: no WriteWr per page at all (the ipc backend turns the list straight
+  // into one gather copy). This default hands the WRs to post_writes in batches, so decorators
+  // that override post_write or post_writes see every WR.
+  virtual size_t post_pages(const PageRunWr& run, PostResult* last, Status* error) {
+    constexpr size_t kBatch = 64;
+    WriteWr batch[kBatch];
+    size_t posted = 0;
+    *last = PostResult::kPosted;
+    while (posted < run.count) {
+      const size_t n = run.count - posted < kBatch ? run.count - posted : kBatch;
+      for (size_t i = 0; i < n; ++i) batch[i] = run.write(posted + i);
+      const size_t done = post_writes(std::span<const WriteWr>(batch, n), last, error);
+      posted += done;
+      if (*last != PostResult::kPosted) break;
+    }
+    return posted;
   }
   virtual PostResult post_send(const SendWr& wr, Status* error) = 0;
   virtual PostResult post_recv(const RecvWr& wr, Status* error) = 0;

@@ -5,6 +5,8 @@
 // WR with post_write's error; a run at the op limit or refused by the copy engine posts nothing;
 // a run to a peer that exited or closed ends with PeerUnreachable for each posted WR. Host memory:
 // in this process (memcpy), and in a child process (process_vm_writev with iovec batches).
+// IpcDomain::post_pages, the same run given as its page list (PageRunWr): the same op, bytes and
+// counts, the same refusals, and an index whose offset passes 2^64 refused.
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -457,6 +459,142 @@ TEST(IpcDomainRuns, ARunToAPeerThatExitedEndsWithPeerUnreachable) {
   for (const Event& e : events) EXPECT_EQ(e.status.code(), ErrorCode::kPeerUnreachable) << e.status.to_string();
   EXPECT_EQ(events.front().count, kPages) << "the run posted before the exit fails as one";
   EXPECT_EQ(a->ops_in_flight(), 0u);
+}
+
+// The page list of a run: source page i at src + i * kPage, to target page perm[i].
+struct PageList {
+  std::vector<uint32_t> src, dst;
+  explicit PageList(const std::vector<size_t>& perm) {
+    for (size_t i = 0; i < perm.size(); ++i) {
+      src.push_back(static_cast<uint32_t>(i));
+      dst.push_back(static_cast<uint32_t>(perm[i]));
+    }
+  }
+  PageRunWr run(const uint8_t* base, void* desc, PeerHandle peer, uint64_t rkey, uint32_t imm, uint64_t context) const {
+    PageRunWr r;
+    r.src = base;
+    r.src_desc = desc;
+    r.peer = peer;
+    r.rkey = rkey;
+    r.page_length = r.src_stride = r.dst_stride = kPage;
+    r.src_pages = src.data();
+    r.dst_pages = dst.data();
+    r.count = src.size();
+    r.has_imm = true;
+    r.imm = imm;
+    r.context = context;
+    return r;
+  }
+};
+
+TEST(IpcDomainRuns, APageListIsOneOpAndEveryPageLandsOnceBeforeItsImm) {
+  IpcOptions a = testing::test_options();
+  a.host_copies.slice_bytes = a.host_copies.budget_bytes = 64 * 1024;
+  Pair p(std::move(a), testing::test_options());
+  ASSERT_TRUE(p.a && p.b);
+  constexpr size_t kPages = 300;
+  std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
+  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
+  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  ASSERT_TRUE(smr.ok() && dmr.ok());
+  const std::vector<size_t> perm = shuffled(kPages, 21);
+  const PageList list(perm);
+  PostResult last = PostResult::kFailed;
+  Status error;
+  ASSERT_EQ(p.a->post_pages(list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 66, 8), &last, &error), kPages)
+      << error.to_string();
+  EXPECT_EQ(last, PostResult::kPosted);
+  EXPECT_EQ(p.a->ops_in_flight(), 1u) << "a page list is one op";
+  size_t missing_at_imm = SIZE_MAX;
+  ASSERT_TRUE(p.poll_until([&] {
+    if (missing_at_imm == SIZE_MAX && count_of(p.eb, EventKind::kImm) > 0) missing_at_imm = pages_missing(dst.data(), perm, kPages);
+    return count_of(p.eb, EventKind::kImm) >= kPages && count_of(p.ea, EventKind::kWriteDone) >= kPages;
+  }));
+  EXPECT_EQ(missing_at_imm, 0u) << "an imm of the run arrived before all of its pages";
+  for (int i = 0; i < 100; ++i) p.a->poll(p.ea, 64), p.b->poll(p.eb, 64);
+  EXPECT_EQ(count_of(p.eb, EventKind::kImm), kPages);
+  EXPECT_EQ(count_of(p.ea, EventKind::kWriteDone), kPages);
+  EXPECT_EQ(count_kind(p.ea, EventKind::kWriteDone), 1u) << "the run's completions in one event";
+  for (const Event& e : p.ea) EXPECT_EQ(e.context, 8u);
+  for (const Event& e : p.eb) EXPECT_EQ(e.imm, 66u);
+  EXPECT_EQ(pages_missing(dst.data(), perm, kPages), 0u);
+}
+
+// A page whose target lies outside the region: the pages before it are posted (and land), it is
+// refused with post_write's error for the same WR, and the ones after it are not posted.
+TEST(IpcDomainRuns, APageListStopsBeforeItsFirstPageOutsideTheTarget) {
+  Pair p;
+  ASSERT_TRUE(p.a && p.b);
+  constexpr size_t kPages = 10, kBad = 6;
+  std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
+  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
+  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  ASSERT_TRUE(smr.ok() && dmr.ok());
+  std::vector<size_t> perm(kPages);
+  std::iota(perm.begin(), perm.end(), size_t{0});
+  PageList list(perm);
+  list.dst[kBad] = kPages;  // one page past the region's end
+  const PageRunWr run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
+  Status expected;
+  ASSERT_EQ(p.a->post_write(run.write(kBad), &expected), PostResult::kFailed);
+  PostResult last = PostResult::kPosted;
+  Status error;
+  EXPECT_EQ(p.a->post_pages(run, &last, &error), kBad);
+  EXPECT_EQ(last, PostResult::kFailed);
+  EXPECT_EQ(error.code(), expected.code());
+  EXPECT_EQ(error.message(), expected.message());
+  ASSERT_TRUE(p.poll_until([&] { return count_of(p.eb, EventKind::kImm) >= kBad && count_of(p.ea, EventKind::kWriteDone) >= kBad; }));
+  for (int i = 0; i < 50; ++i) p.a->poll(p.ea, 64), p.b->poll(p.eb, 64);
+  EXPECT_EQ(count_of(p.eb, EventKind::kImm), kBad);
+  EXPECT_EQ(count_of(p.ea, EventKind::kWriteDone), kBad);
+  EXPECT_EQ(pages_missing(dst.data(), perm, kBad), 0u);
+  EXPECT_EQ(pages_missing(dst.data(), std::vector<size_t>(perm.begin(), perm.end()), kPages), kPages - kBad);
+}
+
+// An index times its stride past 2^64: refused (a 64-bit WriteWr would wrap into the region).
+TEST(IpcDomainRuns, APageListWhoseOffsetPassesTwoToTheSixtyFourIsRefused) {
+  Pair p;
+  ASSERT_TRUE(p.a && p.b);
+  std::vector<uint8_t> src = source_pages(4), dst(4 * kPage, 0);
+  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
+  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  ASSERT_TRUE(smr.ok() && dmr.ok());
+  PageList list(std::vector<size_t>{0, 1, 2, 3});
+  list.dst = {0, 1, 2, 2};
+  PageRunWr run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
+  run.dst_stride = (uint64_t{1} << 63);  // page 2: 2 * 2^63 = 2^64, which wraps to 0 in 64 bits
+  PostResult last = PostResult::kPosted;
+  Status error;
+  EXPECT_EQ(p.a->post_pages(run, &last, &error), 1u);  // page 0 at 0 fits; page 1 at 2^63 does not
+  EXPECT_EQ(last, PostResult::kFailed);
+  EXPECT_EQ(error.code(), ErrorCode::kOutOfRange) << error.to_string();
+  list.dst = {2, 0, 0, 0};
+  run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
+  run.dst_stride = (uint64_t{1} << 63);
+  error = Status();
+  EXPECT_EQ(p.a->post_pages(run, &last, &error), 0u) << "2 * 2^63 wraps to offset 0: must not be written";
+  EXPECT_EQ(last, PostResult::kFailed);
+  EXPECT_EQ(error.code(), ErrorCode::kOutOfRange) << error.to_string();
+}
+
+TEST(IpcDomainRuns, APageListAtTheOpLimitPostsNothingAndSaysAgain) {
+  Pair p(8192, /*max_inflight=*/1);
+  ASSERT_TRUE(p.a && p.b);
+  constexpr size_t kPages = 8;
+  std::vector<uint8_t> src = source_pages(kPages + 1), dst((kPages + 1) * kPage, 0);
+  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
+  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  ASSERT_TRUE(smr.ok() && dmr.ok());
+  Status error;
+  ASSERT_EQ(p.a->post_write(write_wr(src.data() + kPages * kPage, smr->desc, kPage, p.b_at_a, kPages * kPage, dmr->rkey, 3u, 1), &error),
+            PostResult::kPosted);
+  std::vector<size_t> perm(kPages);
+  std::iota(perm.begin(), perm.end(), size_t{0});
+  const PageList list(perm);
+  PostResult last = PostResult::kPosted;
+  EXPECT_EQ(p.a->post_pages(list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 3, 7), &last, &error), 0u);
+  EXPECT_EQ(last, PostResult::kAgain);
+  EXPECT_EQ(p.a->ops_in_flight(), 1u);
 }
 
 }  // namespace

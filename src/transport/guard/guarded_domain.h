@@ -46,6 +46,10 @@ class GuardedDomain final : public Domain {
     ProviderCall call(*watch_);  // one bracket for the run
     return inner_->post_writes(wrs, last, error);
   }
+  size_t post_pages(const PageRunWr& run, PostResult* last, Status* error) override {
+    ProviderCall call(*watch_);  // one bracket for the run
+    return inner_->post_pages(run, last, error);
+  }
   PostResult post_send(const SendWr& wr, Status* error) override {
     ProviderCall call(*watch_);
     return inner_->post_send(wr, error);

@@ -73,6 +73,9 @@ class IpcDomain final : public Domain {
   // (kAgain), or one met at the op limit, posts nothing. Anything else (imm-only WRs, a dead or
   // unknown peer, a run of one) goes through post_write.
   size_t post_writes(std::span<const WriteWr> wrs, PostResult* last, Status* error) override;
+  // A paged write's run straight from its page list: each page range-checked and made a segment
+  // of one gather copy — no WriteWr per page (ipc_domain_runs.cc).
+  size_t post_pages(const PageRunWr& run, PostResult* last, Status* error) override;
   PostResult post_send(const SendWr& wr, Status* error) override;
   PostResult post_recv(const RecvWr& wr, Status* error) override;
   bool supports_control() const override { return true; }
@@ -169,6 +172,18 @@ class IpcDomain final : public Domain {
   // gather copy for several. Nothing is left of the op unless kPosted.
   PostResult start_copy(Peer& peer, std::span<const WriteWr> wrs, const LocalRegion& src, const RemoteRegion& dst,
                         Status* error);
+  // What an op's WRs share: how many, their context and imm, each one's length.
+  struct CopyShape {
+    uint32_t wrs = 1;
+    uint64_t context = 0;
+    bool has_imm = false;
+    uint32_t imm = 0;
+    uint64_t length = 0;
+  };
+  // The op and its copy: from `from` to the target's byte `dst_offset` (a plain copy), or with
+  // `gather` the segments in segments_ (offsets from both regions' bases; `from` = src.base).
+  PostResult submit_copy(Peer& peer, const CopyShape& shape, const uint8_t* from, uint64_t dst_offset, bool gather,
+                         const LocalRegion& src, const RemoteRegion& dst, Status* error);
 
   // ipc_domain_runs.cc: post_writes' runs.
   // How many WRs from the front of `wrs` make one run (1: none).
@@ -177,6 +192,8 @@ class IpcDomain final : public Domain {
   size_t post_run(std::span<const WriteWr> run, PostResult* last, Status* error);
   // Posts WRs one by one through post_write; returns how many were posted.
   size_t post_each(std::span<const WriteWr> wrs, PostResult* last, Status* error);
+  // post_pages' slow path: its pages as WriteWrs through post_writes (unusual peers, imm-only).
+  size_t post_pages_as_writes(const PageRunWr& run, PostResult* last, Status* error);
 
   // Reports op `i` (one event, counting its WRs) and frees it.
   void complete(uint32_t op, Status status);

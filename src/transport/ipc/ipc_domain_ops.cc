@@ -212,27 +212,29 @@ PostResult IpcDomain::post_copy(Peer& peer, const WriteWr& wr, const LocalRegion
 PostResult IpcDomain::start_copy(Peer& peer, std::span<const WriteWr> wrs, const LocalRegion& src,
                                  const RemoteRegion& dst, Status* error) {
   const WriteWr& wr = wrs.front();
-  const uint32_t op = new_op(EventKind::kWriteDone, wr.context, peer);
+  CopyShape shape{static_cast<uint32_t>(wrs.size()), wr.context, wr.has_imm, wr.imm, wr.length};
+  if (wrs.size() == 1) return submit_copy(peer, shape, static_cast<const uint8_t*>(wr.src), wr.remote_addr, false, src, dst, error);
+  segments_.clear();  // a gather: each WR a segment, relative to both regions' bases
+  for (const WriteWr& w : wrs) {
+    segments_.push_back({static_cast<uint64_t>(static_cast<const uint8_t*>(w.src) - src.base), w.remote_addr});
+  }
+  return submit_copy(peer, shape, src.base, 0, true, src, dst, error);
+}
+
+PostResult IpcDomain::submit_copy(Peer& peer, const CopyShape& shape, const uint8_t* from, uint64_t dst_offset,
+                                  bool gather, const LocalRegion& src, const RemoteRegion& dst, Status* error) {
+  const uint32_t op = new_op(EventKind::kWriteDone, shape.context, peer);
   Op& o = *ops_.at(op);
-  o.has_imm = wr.has_imm;
-  o.imm = wr.imm;
-  o.wrs = static_cast<uint32_t>(wrs.size());
+  o.has_imm = shape.has_imm;
+  o.imm = shape.imm;
+  o.wrs = shape.wrs;
   gpu::CopyRequest copy;
   copy.op = op;
-  copy.src = wr.src;
+  copy.src = from;
   copy.src_kind = src.kind;
   copy.src_device = src.device;
-  copy.length = wr.length;
-  uint64_t dst_offset = wr.remote_addr;
-  if (wrs.size() > 1) {  // a gather: each WR a segment, relative to both regions' bases
-    segments_.clear();
-    for (const WriteWr& w : wrs) {
-      segments_.push_back({static_cast<uint64_t>(static_cast<const uint8_t*>(w.src) - src.base), w.remote_addr});
-    }
-    copy.src = src.base;
-    copy.segments = segments_;
-    dst_offset = 0;
-  }
+  copy.length = shape.length;
+  if (gather) copy.segments = segments_;
   const RegionInfo& target = dst.info;
   gpu::CopySubmit result;
   Status why;

@@ -82,4 +82,71 @@ size_t IpcDomain::post_run(std::span<const WriteWr> run, PostResult* last, Statu
   return good;
 }
 
+size_t IpcDomain::post_pages_as_writes(const PageRunWr& run, PostResult* last, Status* error) {
+  return Domain::post_pages(run, last, error);
+}
+
+size_t IpcDomain::post_pages(const PageRunWr& run, PostResult* last, Status* error) {
+  *last = PostResult::kPosted;
+  if (run.count == 0) return 0;
+  Peer* peer = find_peer(run.peer);
+  const auto* src = static_cast<const LocalRegion*>(run.src_desc);
+  // Unknown, removed or dead peers, imm-only pages, runs of one: WR by WR, for post_write's
+  // refusals and events.
+  if (!peer || peer->removed || peer->dead || !src || run.page_length == 0 || run.count == 1) {
+    return post_pages_as_writes(run, last, error);
+  }
+  if (ops_.in_use() >= options_.max_inflight) {
+    *last = PostResult::kAgain;
+    return 0;
+  }
+  Result<RemoteRegion*> dst = resolve_region(*peer, run.rkey, *src);
+  if (!dst.ok()) {
+    *last = PostResult::kFailed;
+    if (error) *error = dst.status();
+    return 0;
+  }
+  // Each page a segment, checked as post_write checks its WR (in 128 bits: no index or stride
+  // can wrap); the run ends before the first page that fails.
+  const size_t count = std::min(run.count, kMaxRunWrs);
+  const unsigned __int128 src_base = static_cast<uint64_t>(run.src - src->base);  // run.src >= src->base checked below
+  const unsigned __int128 src_limit = src->length;
+  const unsigned __int128 dst_limit = (*dst)->info.length;
+  const bool src_inside = run.src >= src->base;
+  segments_.clear();
+  size_t good = 0;
+  for (; good < count; ++good) {
+    const unsigned __int128 s = src_base + static_cast<unsigned __int128>(run.src_pages[good]) * run.src_stride;
+    const unsigned __int128 t = run.remote_addr + static_cast<unsigned __int128>(run.dst_pages[good]) * run.dst_stride;
+    if (!src_inside || s + run.page_length > src_limit || t + run.page_length > dst_limit) break;
+    segments_.push_back({static_cast<uint64_t>(s), static_cast<uint64_t>(t)});
+  }
+  if (good > 0) {
+    const CopyShape shape{static_cast<uint32_t>(good), run.context, run.has_imm, run.imm, run.page_length};
+    if (good == 1) {
+      const WriteWr wr = run.write(0);
+      *last = submit_copy(*peer, shape, static_cast<const uint8_t*>(wr.src), wr.remote_addr, false, *src, **dst, error);
+    } else {
+      *last = submit_copy(*peer, shape, src->base, 0, true, *src, **dst, error);
+    }
+    if (*last != PostResult::kPosted) return 0;  // kAgain (or a refusal): none of it is posted
+  }
+  if (good < count) {  // the page that failed, with post_write's own words
+    *last = PostResult::kFailed;
+    Status why = check_ranges(run.write(good), *src, (*dst)->info);
+    // An index times its stride past 2^64 wraps in a WriteWr's 64 bits (and may look in range).
+    if (why.ok()) why = out_of_range("ipc: page " + std::to_string(good) + " of the run lies past 2^64 bytes");
+    if (error) *error = std::move(why);
+    return good;
+  }
+  if (count < run.count) {  // longer than one op may be: the rest as the next run
+    PageRunWr rest = run;
+    rest.src_pages += count;
+    rest.dst_pages += count;
+    rest.count -= count;
+    return count + post_pages(rest, last, error);
+  }
+  return good;
+}
+
 }  // namespace fabric_lib::transport::ipc
