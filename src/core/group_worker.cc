@@ -169,8 +169,10 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
     busy |= post_recvs_pending();
     bool must_poll = false;
     bool inflight = false;
+    // Every domain's posts before any poll: a backend whose poll issues what was posted (the ipc
+    // backend's GPU copies, shared by a group's domains) then issues a whole pass at once.
+    for (size_t d = 0; d < domains_.size(); ++d) busy |= post_pending(d);
     for (size_t d = 0; d < domains_.size(); ++d) {
-      busy |= post_pending(d);
       busy |= poll_domain(d) > 0;
       must_poll |= !domains_[d].streams.empty() || domains_[d].domain->has_deferred_work();
       inflight |= domains_[d].inflight > 0;

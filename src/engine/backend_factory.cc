@@ -1,7 +1,10 @@
 #include "engine/backend_factory.h"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
+#include "transport/ipc/gpu_backend.h"
 #include "transport/ipc/ipc_factory.h"
 #include "transport/libfabric/fabric_info.h"
 #include "transport/libfabric/libfabric_domain.h"
@@ -13,8 +16,25 @@
 namespace fabric_lib::engine {
 namespace {
 
-Result<std::unique_ptr<transport::Domain>> open_backend(const BackendOptions& o, const transport::DomainSpec& spec) {
-  if (is_ipc_provider(spec.provider)) return transport::ipc::open_ipc_domain(o.ipc_copy_mode);
+// One SharedCopies per group: the ipc domains of a group share their GPU copy engine. Groups'
+// workers open their domains at the same time, hence the lock.
+class GroupCopies {
+ public:
+  std::shared_ptr<transport::ipc::SharedCopies> of(size_t group) {
+    std::lock_guard lock(mu_);
+    std::shared_ptr<transport::ipc::SharedCopies>& slot = groups_[group];
+    if (!slot) slot = std::make_shared<transport::ipc::SharedCopies>();
+    return slot;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<size_t, std::shared_ptr<transport::ipc::SharedCopies>> groups_;
+};
+
+Result<std::unique_ptr<transport::Domain>> open_backend(const BackendOptions& o, GroupCopies& copies,
+                                                        const transport::DomainSpec& spec) {
+  if (is_ipc_provider(spec.provider)) return transport::ipc::open_ipc_domain(o.ipc_copy_mode, copies.of(spec.group));
   transport::libfabric::LibfabricDomainOptions options;
   options.provider = spec.provider;
   options.interface_name = spec.interface_name;
@@ -50,9 +70,10 @@ void prepare_provider_environment(const std::string& provider) {
 bool is_ipc_provider(const std::string& provider) { return transport::ipc::is_ipc_provider(provider); }
 
 transport::DomainFactory make_backend_factory(BackendOptions options) {
-  return [o = std::move(options)](const transport::DomainSpec& spec) -> Result<std::unique_ptr<transport::Domain>> {
+  return [o = std::move(options), copies = std::make_shared<GroupCopies>()](
+             const transport::DomainSpec& spec) -> Result<std::unique_ptr<transport::Domain>> {
     prepare_provider_environment(spec.provider);
-    Result<std::unique_ptr<transport::Domain>> opened = open_backend(o, spec);
+    Result<std::unique_ptr<transport::Domain>> opened = open_backend(o, *copies, spec);
     if (!opened.ok()) return opened;
     std::unique_ptr<transport::Domain> domain = std::move(opened).value();
     if (o.reorder_seed != 0) {

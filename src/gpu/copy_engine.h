@@ -52,6 +52,10 @@ struct CopyRequest {
   void* dst_ptr = nullptr;
   MemoryKind dst_kind = MemoryKind::kCuda;
   int dst_device = -1;
+  // Nonzero: plain copies with the same value read from one region and write into one region, so
+  // an engine may issue those that continue each other at both ends as one copy (CudaCopyEngine
+  // does: a write sharded over several domains). 0: never merged.
+  uint64_t merge_group = 0;
 };
 
 struct CopyDone {

@@ -224,21 +224,50 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
   std::vector<const CopyRequest*>& small = small_;
   small.clear();
   auto issued = [&](size_t s) -> std::vector<uint64_t>& { return d.streams[s].issuing; };
+  std::vector<const CopyRequest*>& plain = plain_;
+  plain.clear();
   for (const Queued& q : d.flushing) {
     const CopyRequest& r = q.request;
     if (is_small(r)) {
       small.push_back(&r);
       continue;
     }
+    if (r.segments.empty()) {
+      plain.push_back(&r);  // issued below, merged with the copies that continue it
+      continue;
+    }
     const size_t s = d.next++ % n;
     const cudaError_t e = issue_memcpy(r, d.streams[s].stream);
     if (e != cudaSuccess) {
       // A gather's earlier segments may be running: none of its bytes may land after its failure.
-      if (!r.segments.empty()) cudaStreamSynchronize(d.streams[s].stream);
+      cudaStreamSynchronize(d.streams[s].stream);
       fail(r.op, cuda_status("cudaMemcpyAsync", e));
     } else {
       issued(s).push_back(r.op);
     }
+  }
+  // Plain copies of one merge group that continue each other at both ends (the shards of one
+  // write, posted on a group's several domains, which share this engine) go as one
+  // cudaMemcpyAsync: their ops complete together, as the one copy they are.
+  std::sort(plain.begin(), plain.end(), [](const CopyRequest* a, const CopyRequest* b) { return a->src < b->src; });
+  for (size_t i = 0; i < plain.size();) {
+    const CopyRequest& first = *plain[i];
+    const auto* src = static_cast<const uint8_t*>(first.src);
+    auto* dst = static_cast<uint8_t*>(first.dst_ptr);
+    uint64_t length = first.length;
+    size_t j = i + 1;
+    while (j < plain.size() && first.merge_group != 0 && plain[j]->merge_group == first.merge_group &&
+           plain[j]->src == src + length && plain[j]->dst_ptr == dst + length) {
+      length += plain[j]->length;
+      ++j;
+    }
+    const size_t s = d.next++ % n;
+    const cudaError_t e = cudaMemcpyAsync(dst, src, length, cudaMemcpyDefault, d.streams[s].stream);
+    for (size_t k = i; k < j; ++k) {
+      if (e != cudaSuccess) fail(plain[k]->op, cuda_status("cudaMemcpyAsync", e));
+      else issued(s).push_back(plain[k]->op);
+    }
+    i = j;
   }
   if (small.size() == 1 && small[0]->segments.empty() && options_.mode == GpuCopyMode::kAuto) {
     // One plain copy: no batch to win.

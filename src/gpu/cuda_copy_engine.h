@@ -120,6 +120,7 @@ class CudaCopyEngine final : public CopyEngine {
   std::pmr::unsynchronized_pool_resource pool_;
   std::vector<Flushed> spare_;  // retired flushes: empty vectors with capacity
   std::vector<const CopyRequest*> small_;  // flush()'s kernel/batch copies
+  std::vector<const CopyRequest*> plain_;  // flush()'s plain cudaMemcpyAsync copies, before merging
   std::map<int, DeviceState> devices_;
   std::vector<cudaEvent_t> free_events_;
   std::vector<PieceBuffer> free_pieces_;

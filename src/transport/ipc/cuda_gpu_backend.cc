@@ -44,13 +44,24 @@ Result<std::pair<uint8_t*, size_t>> allocation_of(const void* ptr) {
 
 }  // namespace
 
-Result<std::unique_ptr<GpuBackend>> CudaGpuBackend::create(gpu::CudaCopyEngine::Options options) {
+Result<std::unique_ptr<GpuBackend>> CudaGpuBackend::create(gpu::CudaCopyEngine::Options options,
+                                                           std::shared_ptr<SharedCopies> group) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) return gpu::cuda_status("cudaGetDeviceCount", e);
   if (count == 0) return unsupported("no CUDA device");
-  FL_LOG_DEBUG("ipc: CUDA backend, {} device(s), copy mode {}", count, gpu_copy_mode_name(options.mode));
-  return std::unique_ptr<GpuBackend>(new CudaGpuBackend(options));
+  std::shared_ptr<gpu::CopyEngineShare> share =
+      group ? std::static_pointer_cast<gpu::CopyEngineShare>(group->share.lock()) : nullptr;
+  if (!share) {
+    FL_LOG_DEBUG("ipc: CUDA backend, {} device(s), copy mode {}", count, gpu_copy_mode_name(options.mode));
+    share = std::make_shared<gpu::CopyEngineShare>(std::make_unique<gpu::CudaCopyEngine>(options));
+    if (group) group->share = share;
+  }
+  std::unique_ptr<CudaGpuBackend> backend(new CudaGpuBackend());
+  backend->engine_ = static_cast<gpu::CudaCopyEngine*>(&share->engine());
+  backend->copies_ = share->client();
+  backend->share_ = std::move(share);
+  return std::unique_ptr<GpuBackend>(std::move(backend));
 }
 
 Result<GpuExport> CudaGpuBackend::export_region(void* ptr, size_t length, bool for_peers) {
@@ -63,7 +74,7 @@ Result<GpuExport> CudaGpuBackend::export_region(void* ptr, size_t length, bool f
   // Now, at registration, not at the first copy: that may come while the application's kernel
   // spins waiting for it, and a lazy module load would wait for that kernel.
   FABRIC_LIB_RETURN_IF_ERROR(gpu::load_copy_kernels(device));
-  FABRIC_LIB_RETURN_IF_ERROR(copies_.prepare(device));
+  FABRIC_LIB_RETURN_IF_ERROR(engine_->prepare(device));
   if (!for_peers) return out;
   gpu::DeviceGuard guard(device);  // the driver call below needs the device's context current
   if (guard.status() != cudaSuccess) return gpu::cuda_status("cudaSetDevice", guard.status());
@@ -140,11 +151,11 @@ Status CudaGpuBackend::copy_to_host(void* dst, const void* src, uint64_t length,
   return ok_status();
 }
 
-GpuBackendFactory cuda_gpu_backend_factory(gpu::GpuCopyMode mode) {
-  return [mode] {
+GpuBackendFactory cuda_gpu_backend_factory(gpu::GpuCopyMode mode, std::shared_ptr<SharedCopies> group) {
+  return [mode, group = std::move(group)] {
     gpu::CudaCopyEngine::Options options;
     options.mode = mode;
-    return CudaGpuBackend::create(options);
+    return CudaGpuBackend::create(options, group);
   };
 }
 

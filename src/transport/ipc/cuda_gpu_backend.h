@@ -14,13 +14,17 @@
 #include <memory>
 
 #include "transport/ipc/gpu_backend.h"
+#include "gpu/copy_engine_share.h"
 #include "gpu/cuda_copy_engine.h"
 
 namespace fabric_lib::transport::ipc {
 
 class CudaGpuBackend final : public GpuBackend {
  public:
-  static Result<std::unique_ptr<GpuBackend>> create(gpu::CudaCopyEngine::Options options);
+  // Copies go through `group`'s shared engine (made here when the group has none yet); a null
+  // `group` gives this backend an engine of its own.
+  static Result<std::unique_ptr<GpuBackend>> create(gpu::CudaCopyEngine::Options options,
+                                                    std::shared_ptr<SharedCopies> group = nullptr);
   ~CudaGpuBackend() override;
 
   Result<GpuExport> export_region(void* ptr, size_t length, bool for_peers) override;
@@ -28,20 +32,23 @@ class CudaGpuBackend final : public GpuBackend {
   void close_import(void* base, int device) override;
   // Host sources copy on the first GPU this domain registered, else on GPU 0.
   int default_device() const override { return default_device_ < 0 ? 0 : default_device_; }
-  gpu::CopyEngine& copies() override { return copies_; }
+  gpu::CopyEngine& copies() override { return *copies_; }
   Status copy_to_host(void* dst, const void* src, uint64_t length, int device) override;
 
  private:
-  explicit CudaGpuBackend(gpu::CudaCopyEngine::Options options) : copies_(options) {}
+  CudaGpuBackend() = default;
 
-  gpu::CudaCopyEngine copies_;
+  std::shared_ptr<gpu::CopyEngineShare> share_;
+  gpu::CudaCopyEngine* engine_ = nullptr;  // the share's engine (prepare())
+  std::unique_ptr<gpu::CopyEngine> copies_;  // this backend's client of the share
   int default_device_ = -1;
   // copy_to_host's streams, one per device, non-blocking: a read must never wait for (or hold
   // up) the application's work on the legacy default stream, which PyTorch uses by default.
   std::map<int, cudaStream_t> read_streams_;
 };
 
-// The factory the backend factory hands to ipc domains: copies run in `mode`.
-GpuBackendFactory cuda_gpu_backend_factory(gpu::GpuCopyMode mode);
+// The factory the backend factory hands to ipc domains: copies run in `mode`, through the engine
+// the domains of `group` share.
+GpuBackendFactory cuda_gpu_backend_factory(gpu::GpuCopyMode mode, std::shared_ptr<SharedCopies> group);
 
 }  // namespace fabric_lib::transport::ipc

@@ -43,4 +43,11 @@ class GpuBackend {
 // Makes the backend when a domain first meets GPU memory (CUDA is initialised only then).
 using GpuBackendFactory = std::function<Result<std::unique_ptr<GpuBackend>>()>;
 
+// Where the ipc domains of one group find the GPU copy engine they share (gpu/copy_engine_share.h):
+// the first backend made for the group makes it, the others take it; it lives while one of them
+// does. Only the group's progress owner touches it (one thread at a time, like the domains).
+struct SharedCopies {
+  std::weak_ptr<void> share;  // a gpu::CopyEngineShare
+};
+
 }  // namespace fabric_lib::transport::ipc

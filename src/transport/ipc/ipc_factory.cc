@@ -7,12 +7,13 @@
 
 namespace fabric_lib::transport::ipc {
 
-Result<std::unique_ptr<Domain>> open_ipc_domain(gpu::GpuCopyMode copy_mode) {
+Result<std::unique_ptr<Domain>> open_ipc_domain(gpu::GpuCopyMode copy_mode, std::shared_ptr<SharedCopies> group_copies) {
   IpcOptions options;
 #if FABRIC_LIB_HAVE_CUDA
-  options.gpu = cuda_gpu_backend_factory(copy_mode);
+  options.gpu = cuda_gpu_backend_factory(copy_mode, std::move(group_copies));
 #else
   (void)copy_mode;
+  (void)group_copies;
 #endif
   Result<std::unique_ptr<IpcDomain>> opened = IpcDomain::open(std::move(options));
   if (!opened.ok()) return opened.status();

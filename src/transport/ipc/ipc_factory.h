@@ -10,8 +10,13 @@
 
 namespace fabric_lib::transport::ipc {
 
+struct SharedCopies;  // gpu_backend.h
+
 inline bool is_ipc_provider(const std::string& provider) { return provider == "ipc" || provider == "nvlink"; }
 
-Result<std::unique_ptr<Domain>> open_ipc_domain(gpu::GpuCopyMode copy_mode);
+// `group_copies`: what the domains of one group share for GPU copies (one per group; the backend
+// factory keeps it), so that a pass's copies of all of them are issued together.
+Result<std::unique_ptr<Domain>> open_ipc_domain(gpu::GpuCopyMode copy_mode,
+                                                std::shared_ptr<SharedCopies> group_copies = nullptr);
 
 }  // namespace fabric_lib::transport::ipc
