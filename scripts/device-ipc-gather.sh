@@ -7,7 +7,7 @@ t0=$(date +%s)
 stamp "ipc paged writes against torch index_copy_ (tools/fabric_bench/ipc_gather_vs_torch.py)"
 echo "== ipc_gather_vs_torch.py (4096 scattered pages over 4 GiB buffers)" >>"$out/bench.txt"
 (cd "$out" && PYTHONPATH="$build/python" timeout 150 "$py" "$root/tools/fabric_bench/ipc_gather_vs_torch.py" \
-  --rounds 3 --window 2 \
+  --rounds 8 --window 4 \
   >"$out/ipc_gather_vs_torch.csv" 2>>"$out/bench.txt")
 status=$?
 cat "$out/ipc_gather_vs_torch.csv" >>"$out/bench.txt"
