@@ -34,7 +34,10 @@ inline constexpr uint64_t kShardAlignBytes = 4096;
 inline constexpr uint64_t kMaxWrBytes = 1ull << 30;
 
 // Spread the work over up to `max_shards` consecutive domains of the group (0 = all of them),
-// starting at a rotating domain so that consecutive small requests use different NICs.
+// starting at a rotating domain so that consecutive small requests use different NICs. (For paged
+// writes on the same-host IPC backend, whose domains share one medium, 0 means one domain a
+// request: splitting would add work and no bandwidth. A paged write's imm count is one per page
+// either way.)
 struct RoundRobin {
   uint32_t max_shards = 0;
 };

@@ -7,10 +7,15 @@
 
 #include "base/log.h"
 #include "core/completion_delivery.h"
+#include "transport/guard/provider_call_guard.h"
 
 namespace fabric_lib::detail {
 
-CompletionDispatcher::CompletionDispatcher() : thread_([this] { run(); }) {}
+CompletionDispatcher::CompletionDispatcher() {
+  std::lock_guard lock(thread_mu_);
+  thread_ = std::thread([this] { run(); });
+  thread_id_.store(thread_.get_id(), std::memory_order_release);
+}
 
 CompletionDispatcher::~CompletionDispatcher() {
   if (on_callback_thread()) {
@@ -37,21 +42,53 @@ void CompletionDispatcher::run_guarded(Item& item) {
   }
 }
 
+void CompletionDispatcher::replace_if_stuck(uintptr_t stuck) {
+  std::lock_guard lock(thread_mu_);
+  if (stuck == 0 || stuck != thread_token_.load(std::memory_order_acquire) || !thread_.joinable()) return;
+  FL_LOG_ERROR("the callback thread is stuck inside a provider call (its group was given up on); a new one takes over");
+  thread_token_.store(0, std::memory_order_release);
+  thread_.detach();  // it parks for good if the call ever returns (ProviderCallGuard)
+  // The new thread gets a batch of its own, holding what the stuck one had not run yet (it was
+  // reaping after its batch, or stuck in one of the batch's callbacks); the stuck thread keeps
+  // its batch (it holds a callback of it on its stack), never freed.
+  Batch& old = *batches_.back();
+  auto fresh = std::make_unique<Batch>();
+  const size_t from = old.next.load(std::memory_order_acquire);
+  for (size_t i = from; i < old.size; ++i) fresh->items[i - from] = std::move(old.items[i]);
+  fresh->size = old.size > from ? old.size - from : 0;
+  batches_.push_back(std::move(fresh));
+  thread_ = std::thread([this] { run(); });
+  thread_id_.store(thread_.get_id(), std::memory_order_release);
+}
+
 void CompletionDispatcher::run() {
   pthread_setname_np(pthread_self(), "fl-callbacks");
+  thread_token_.store(transport::ProviderCallGuard::thread_token(), std::memory_order_release);
   // Items are taken in batches: one wake-up of this thread serves everything queued meanwhile.
-  constexpr size_t kBatch = 64;
-  std::vector<Item> items(kBatch);
+  // The batch is the dispatcher's (batch_), and batch_next_ says how far it ran: a thread that
+  // replaces one stuck in a callback (replace_if_stuck) finishes the rest of it first.
+  Batch* batch = current_batch();
   while (true) {
-    size_t n = queue_.try_dequeue_bulk(items.begin(), kBatch);
-    if (n == 0) n = queue_.wait_dequeue_bulk_timed(items.begin(), kBatch, std::chrono::milliseconds(50));
-    for (size_t i = 0; i < n; ++i) {
-      run_guarded(items[i]);
-      items[i] = Item{};  // the callback's captures go now, on this thread
+    size_t n = batch->size;
+    if (batch->next.load(std::memory_order_acquire) >= n) {
+      n = queue_.try_dequeue_bulk(batch->items.begin(), Batch::kItems);
+      if (n == 0) n = queue_.wait_dequeue_bulk_timed(batch->items.begin(), Batch::kItems, std::chrono::milliseconds(50));
+      batch->size = n;
+      batch->next.store(0, std::memory_order_release);
+    }
+    for (size_t i = batch->next.load(std::memory_order_relaxed); i < n; i = batch->next.load(std::memory_order_relaxed)) {
+      batch->next.store(i + 1, std::memory_order_release);  // before it runs: a stuck callback is not run twice
+      run_guarded(batch->items[i]);
+      batch->items[i] = Item{};  // the callback's captures go now, on this thread
     }
     if (n > 0 && !stopping_.load(std::memory_order_acquire)) reap_while_busy();
     if (n == 0 && stopping_.load(std::memory_order_acquire) && queue_.size_approx() == 0) break;
   }
+}
+
+CompletionDispatcher::Batch* CompletionDispatcher::current_batch() {
+  std::lock_guard lock(thread_mu_);
+  return batches_.back().get();
 }
 
 void CompletionDispatcher::set_reaper(std::function<size_t()> reap) {
@@ -110,10 +147,13 @@ void CompletionDispatcher::deliver(Completion completion, const Status& status) 
 }
 
 void CompletionDispatcher::shutdown() {
+  std::unique_lock lock(thread_mu_);
   if (!thread_.joinable()) return;
   stopping_.store(true, std::memory_order_release);
   queue_.enqueue(Item{});  // wakes the thread now rather than at its next timed check
-  thread_.join();
+  std::thread thread = std::move(thread_);
+  lock.unlock();  // a replace_if_stuck meanwhile finds no thread to replace
+  thread.join();
   stopped_.store(true, std::memory_order_release);
   drain();  // anything posted between the thread's last look and its exit
 }

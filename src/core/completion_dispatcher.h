@@ -7,6 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <vector>
+#include <mutex>
 #include <thread>
 
 #include "fabric_lib/completion.h"
@@ -27,7 +30,12 @@ class CompletionDispatcher {
   // failure reported to nobody is logged.
   void deliver(Completion completion, const Status& status);
 
-  bool on_callback_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  bool on_callback_thread() const { return std::this_thread::get_id() == thread_id_.load(std::memory_order_acquire); }
+  // The provider watchdog gave a group up while the thread `stuck` (a ProviderCallGuard token)
+  // was inside one of its calls. If that is the callback thread (it reaps, and runs callbacks
+  // that submit), it never comes back: a new thread takes the queue over and the old one is left
+  // behind, so callbacks — the failures of that group's requests among them — keep running.
+  void replace_if_stuck(uintptr_t stuck);
   // While callbacks flow, the callback thread reaps completions itself: after running a batch it
   // calls `reap` (TransferEngine::progress) until nothing more came for kReapBudget, then parks.
   // A completion whose callback submits the next request then costs no hop through the worker
@@ -45,6 +53,14 @@ class CompletionDispatcher {
     Status status;
     std::function<void()> task;
   };
+  // The items a callback thread took from the queue, and how far it ran them.
+  struct Batch {
+    static constexpr size_t kItems = 64;
+    std::vector<Item> items = std::vector<Item>(kItems);
+    size_t size = 0;
+    std::atomic<size_t> next{0};
+  };
+  Batch* current_batch();
   void enqueue(Item item);
   void run();
   void drain();
@@ -59,7 +75,16 @@ class CompletionDispatcher {
   std::atomic<bool> reaping_{false};  // reap_ is set (release); read by the callback thread
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};
+  std::mutex thread_mu_;  // thread_ (replace_if_stuck and shutdown)
   std::thread thread_;
+  std::atomic<std::thread::id> thread_id_{};
+  std::atomic<uintptr_t> thread_token_{0};  // the running callback thread's ProviderCallGuard token
+  // The running thread's batch is the last; earlier ones belong to threads left behind (kept).
+  std::vector<std::unique_ptr<Batch>> batches_ = [] {
+    std::vector<std::unique_ptr<Batch>> b;
+    b.push_back(std::make_unique<Batch>());
+    return b;
+  }();
 };
 
 }  // namespace fabric_lib::detail

@@ -70,7 +70,8 @@ Status EngineCore::start() {
   if (options_.stall_timeout.count() > 0) {
     std::vector<GroupWorker*> watched;
     for (auto& w : workers_) watched.push_back(w.get());
-    watchdog_ = std::make_unique<ProviderWatchdog>(std::move(watched), options_.stall_timeout.count(), stats_);
+    watchdog_ = std::make_unique<ProviderWatchdog>(std::move(watched), options_.stall_timeout.count(), stats_,
+                                                   [this](uintptr_t stuck) { dispatcher_->replace_if_stuck(stuck); });
   }
   for (size_t g = 1; g < workers_.size(); ++g) {
     if (workers_[g]->infos()[0].transport != workers_[0]->infos()[0].transport) {
@@ -244,6 +245,12 @@ Status EngineCore::check_route(const Route& route) const {
   return ok_status();
 }
 
+Route EngineCore::paged_route(const Route& route, size_t group) const {
+  const RoundRobin* rr = std::get_if<RoundRobin>(&route);
+  if (rr && rr->max_shards == 0 && workers_[group]->infos()[0].one_medium) return RoundRobin{1};
+  return route;
+}
+
 // --- submission -------------------------------------------------------------------------------
 
 TransferId EngineCore::enqueue(size_t group, RequestPool::Ptr request, const SubmitScope& scope) {
@@ -338,7 +345,8 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
   r->src_pages.assign(request.src_pages.begin(), request.src_pages.end());
   r->dst_pages.assign(request.dst_pages.begin(), request.dst_pages.end());
   r->geometry = {request.page_length, request.src_stride, request.dst_stride, request.src_offset, request.dst_offset};
-  planner::plan_pages(pages, request.route, num_domains(), workers_[group]->next_start_domain(), r->page_runs);
+  planner::plan_pages(pages, paged_route(request.route, group), num_domains(), workers_[group]->next_start_domain(),
+                      r->page_runs);
   r->targets = {std::move(request.dst)};
   return enqueue(group, std::move(r), scope);
 }
@@ -522,7 +530,18 @@ void EngineCore::shutdown_workers() {
   // Watcher callbacks submit: end them first (a running one finishes; later submits fail). Not
   // under watcher_mu_: a running callback may be allocating a watcher.
   if (hub) hub->stop();
-  while (submits_in_progress()) std::this_thread::yield();
+  // A submit still between its "accepting?" check and its hand-over finishes in microseconds —
+  // unless it posted on its own thread into a provider call that never returns (the watchdog then
+  // gives the group up, and that thread parks for good if the call ever returns: it will not
+  // touch the engine again). So once a group was given up on, the wait is bounded.
+  const auto given_up_wait = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (submits_in_progress()) {
+    if (stats_.groups_abandoned.load(std::memory_order_relaxed) > 0 && std::chrono::steady_clock::now() > given_up_wait) {
+      FL_LOG_WARN("stop(): a submit is stuck inside a provider call of a given-up group; not waiting for it");
+      break;
+    }
+    std::this_thread::yield();
+  }
   for (auto& worker : workers_) worker->stop();  // the watchdog still runs: a worker may get stuck closing
   if (watchdog_) watchdog_->stop();
   imms_->shutdown(cancelled("engine stopped"));

@@ -126,6 +126,9 @@ class EngineCore {
                                                   const char* what) const;
   Status check_remote(const MrDesc& desc, uint64_t offset, uint64_t length, size_t group) const;
   Status check_route(const Route& route) const;
+  // The route a paged write's pages are planned with: on domains that share one medium
+  // (DomainInfo::one_medium) the default RoundRobin keeps them on one domain.
+  Route paged_route(const Route& route, size_t group) const;
   Status check_page_geometry(uint64_t page_length, uint64_t src_stride, uint64_t dst_stride, bool several_pages,
                              const char* what) const;
   // Resolves every path of `descs` on `group`'s worker (add_peer_group, prepared requests).

@@ -70,7 +70,8 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedPagedWrites::Data& 
   r->src_pages.assign(src_pages.begin(), src_pages.end());
   r->dst_pages.assign(dst_pages.begin(), dst_pages.end());
   r->geometry = {p.t.page_length, p.t.src_stride, p.t.dst_stride, p.t.src_offset, p.t.dst_offset};
-  planner::plan_pages(pages, p.t.route, num_domains(), workers_[group]->next_start_domain(), r->page_runs);
+  planner::plan_pages(pages, paged_route(p.t.route, group), num_domains(), workers_[group]->next_start_domain(),
+                      r->page_runs);
   r->group = p.dst;
   return enqueue(group, std::move(r), scope);
 }

@@ -10,8 +10,9 @@
 
 namespace fabric_lib::detail {
 
-ProviderWatchdog::ProviderWatchdog(std::vector<GroupWorker*> workers, int64_t timeout_ns, StatCounters& stats)
-    : timeout_ns_(timeout_ns), stats_(stats) {
+ProviderWatchdog::ProviderWatchdog(std::vector<GroupWorker*> workers, int64_t timeout_ns, StatCounters& stats,
+                                   std::function<void(uintptr_t)> on_stuck_thread)
+    : timeout_ns_(timeout_ns), stats_(stats), on_stuck_thread_(std::move(on_stuck_thread)) {
   for (GroupWorker* w : workers) watched_.push_back({w});
   thread_ = std::thread([this] { run(); });
 }
@@ -51,6 +52,8 @@ void ProviderWatchdog::check(Watched& w, int64_t now) {
   if (now - w.since_ns < timeout_ns_) return;
   if (!w.worker->call_guard().try_abandon(sample)) return;  // the call just returned
   stats_.groups_abandoned.fetch_add(1, std::memory_order_relaxed);
+  // First: if the stuck thread is the one that runs callbacks, the failures below need another.
+  if (on_stuck_thread_) on_stuck_thread_(w.worker->call_guard().stuck_thread());
   const auto seconds = std::to_string((now - w.since_ns) / 1'000'000'000.0);
   w.worker->take_over_stuck(Status(ErrorCode::kProviderError,
                                    "the provider has not returned from a call for " + seconds.substr(0, seconds.find('.') + 2) +

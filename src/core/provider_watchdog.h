@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -16,8 +17,11 @@ namespace fabric_lib::detail {
 
 class ProviderWatchdog {
  public:
-  // Watches `workers` (which outlive it) with the given timeout (> 0).
-  ProviderWatchdog(std::vector<GroupWorker*> workers, int64_t timeout_ns, StatCounters& stats);
+  // Watches `workers` (which outlive it) with the given timeout (> 0). `on_stuck_thread` hears of
+  // the thread left inside each given-up call (its ProviderCallGuard::thread_token(); the engine
+  // replaces its callback thread when it is that one).
+  ProviderWatchdog(std::vector<GroupWorker*> workers, int64_t timeout_ns, StatCounters& stats,
+                   std::function<void(uintptr_t)> on_stuck_thread = nullptr);
   ~ProviderWatchdog() { stop(); }
   ProviderWatchdog(const ProviderWatchdog&) = delete;
   ProviderWatchdog& operator=(const ProviderWatchdog&) = delete;
@@ -36,6 +40,7 @@ class ProviderWatchdog {
   std::vector<Watched> watched_;
   const int64_t timeout_ns_;
   StatCounters& stats_;
+  std::function<void(uintptr_t)> on_stuck_thread_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

@@ -35,6 +35,11 @@ struct DomainInfo {
   // poll: kernel launches, an event record, event queries) asks for more, so that cost spreads
   // over more WRs.
   size_t wrs_per_pass = 64;
+  // The group's domains of this backend share one medium (the ipc backend: one host's memory and
+  // GPU copy engines), so splitting one request over them adds per-domain work and no bandwidth:
+  // the engine keeps a paged write's pages on one domain unless its route asks for more shards
+  // (requests still rotate over the domains; a paged write's imm count does not depend on it).
+  bool one_medium = false;
   // The provider reports FI_HMEM: it may register GPU memory (kCuda). Whether it really can is
   // known at the first such registration (Debian's shm reports FI_HMEM without CUDA support).
   bool hmem = false;

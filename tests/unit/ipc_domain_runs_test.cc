@@ -70,7 +70,36 @@ std::vector<WriteWr> page_run(const uint8_t* src, void* desc, PeerHandle peer, u
   return run;
 }
 
-TEST(IpcDomainRuns, ARunIsOneOpOneImmRecordAndOneEventAndEveryPageLandsBeforeItsImm) {
+// The page list of a run: source page i at src + i * kPage, to target page perm[i].
+struct PageList {
+  std::vector<uint32_t> src, dst;
+  explicit PageList(const std::vector<size_t>& perm) {
+    for (size_t i = 0; i < perm.size(); ++i) {
+      src.push_back(static_cast<uint32_t>(i));
+      dst.push_back(static_cast<uint32_t>(perm[i]));
+    }
+  }
+  PageRunWr run(const uint8_t* base, void* desc, PeerHandle peer, uint64_t rkey, uint32_t imm, uint64_t context) const {
+    PageRunWr r;
+    r.src = base;
+    r.src_desc = desc;
+    r.peer = peer;
+    r.rkey = rkey;
+    r.page_length = r.src_stride = r.dst_stride = kPage;
+    r.src_pages = src.data();
+    r.dst_pages = dst.data();
+    r.count = src.size();
+    r.has_imm = true;
+    r.imm = imm;
+    r.context = context;
+    return r;
+  }
+};
+
+// A run of 300 shuffled pages, posted as WriteWrs (post_writes) or as its page list (post_pages):
+// one op, every page lands before any of the run's imms, exactly one arrival and one completion
+// per WR, in one imm record and one event.
+void expect_run_lands_as_one_op(bool page_list) {
   // 64 KiB a poll: the run's copy takes 19 polls, and its imm must wait for the last.
   IpcOptions a = testing::test_options();
   a.host_copies.slice_bytes = a.host_copies.budget_bytes = 64 * 1024;
@@ -82,10 +111,16 @@ TEST(IpcDomainRuns, ARunIsOneOpOneImmRecordAndOneEventAndEveryPageLandsBeforeIts
   auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
   ASSERT_TRUE(smr.ok() && dmr.ok());
   const std::vector<size_t> perm = shuffled(kPages, 15);
-  const std::vector<WriteWr> run = page_run(src.data(), smr->desc, p.b_at_a, dmr->rkey, perm, 77, 5);
   PostResult last = PostResult::kFailed;
   Status error;
-  ASSERT_EQ(p.a->post_writes(run, &last, &error), kPages) << error.to_string();
+  if (page_list) {
+    const PageList list(perm);
+    ASSERT_EQ(p.a->post_pages(list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 77, 5), &last, &error), kPages)
+        << error.to_string();
+  } else {
+    const std::vector<WriteWr> run = page_run(src.data(), smr->desc, p.b_at_a, dmr->rkey, perm, 77, 5);
+    ASSERT_EQ(p.a->post_writes(run, &last, &error), kPages) << error.to_string();
+  }
   EXPECT_EQ(last, PostResult::kPosted);
   EXPECT_EQ(p.a->ops_in_flight(), 1u) << "a run is one op";
   size_t missing_at_imm = SIZE_MAX;
@@ -106,6 +141,14 @@ TEST(IpcDomainRuns, ARunIsOneOpOneImmRecordAndOneEventAndEveryPageLandsBeforeIts
   }
   EXPECT_EQ(pages_missing(dst.data(), perm, kPages), 0u);
   EXPECT_EQ(p.a->ops_in_flight(), 0u);
+}
+
+TEST(IpcDomainRuns, ARunIsOneOpOneImmRecordAndOneEventAndEveryPageLandsBeforeItsImm) {
+  expect_run_lands_as_one_op(/*page_list=*/false);
+}
+
+TEST(IpcDomainRuns, APageListIsOneOpOneImmRecordAndOneEventAndEveryPageLandsBeforeItsImm) {
+  expect_run_lands_as_one_op(/*page_list=*/true);
 }
 
 // post_writes' WRs in order, whatever their form: a run, an imm-only WR, a single write, another
@@ -459,65 +502,6 @@ TEST(IpcDomainRuns, ARunToAPeerThatExitedEndsWithPeerUnreachable) {
   for (const Event& e : events) EXPECT_EQ(e.status.code(), ErrorCode::kPeerUnreachable) << e.status.to_string();
   EXPECT_EQ(events.front().count, kPages) << "the run posted before the exit fails as one";
   EXPECT_EQ(a->ops_in_flight(), 0u);
-}
-
-// The page list of a run: source page i at src + i * kPage, to target page perm[i].
-struct PageList {
-  std::vector<uint32_t> src, dst;
-  explicit PageList(const std::vector<size_t>& perm) {
-    for (size_t i = 0; i < perm.size(); ++i) {
-      src.push_back(static_cast<uint32_t>(i));
-      dst.push_back(static_cast<uint32_t>(perm[i]));
-    }
-  }
-  PageRunWr run(const uint8_t* base, void* desc, PeerHandle peer, uint64_t rkey, uint32_t imm, uint64_t context) const {
-    PageRunWr r;
-    r.src = base;
-    r.src_desc = desc;
-    r.peer = peer;
-    r.rkey = rkey;
-    r.page_length = r.src_stride = r.dst_stride = kPage;
-    r.src_pages = src.data();
-    r.dst_pages = dst.data();
-    r.count = src.size();
-    r.has_imm = true;
-    r.imm = imm;
-    r.context = context;
-    return r;
-  }
-};
-
-TEST(IpcDomainRuns, APageListIsOneOpAndEveryPageLandsOnceBeforeItsImm) {
-  IpcOptions a = testing::test_options();
-  a.host_copies.slice_bytes = a.host_copies.budget_bytes = 64 * 1024;
-  Pair p(std::move(a), testing::test_options());
-  ASSERT_TRUE(p.a && p.b);
-  constexpr size_t kPages = 300;
-  std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
-  ASSERT_TRUE(smr.ok() && dmr.ok());
-  const std::vector<size_t> perm = shuffled(kPages, 21);
-  const PageList list(perm);
-  PostResult last = PostResult::kFailed;
-  Status error;
-  ASSERT_EQ(p.a->post_pages(list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 66, 8), &last, &error), kPages)
-      << error.to_string();
-  EXPECT_EQ(last, PostResult::kPosted);
-  EXPECT_EQ(p.a->ops_in_flight(), 1u) << "a page list is one op";
-  size_t missing_at_imm = SIZE_MAX;
-  ASSERT_TRUE(p.poll_until([&] {
-    if (missing_at_imm == SIZE_MAX && count_of(p.eb, EventKind::kImm) > 0) missing_at_imm = pages_missing(dst.data(), perm, kPages);
-    return count_of(p.eb, EventKind::kImm) >= kPages && count_of(p.ea, EventKind::kWriteDone) >= kPages;
-  }));
-  EXPECT_EQ(missing_at_imm, 0u) << "an imm of the run arrived before all of its pages";
-  for (int i = 0; i < 100; ++i) p.a->poll(p.ea, 64), p.b->poll(p.eb, 64);
-  EXPECT_EQ(count_of(p.eb, EventKind::kImm), kPages);
-  EXPECT_EQ(count_of(p.ea, EventKind::kWriteDone), kPages);
-  EXPECT_EQ(count_kind(p.ea, EventKind::kWriteDone), 1u) << "the run's completions in one event";
-  for (const Event& e : p.ea) EXPECT_EQ(e.context, 8u);
-  for (const Event& e : p.eb) EXPECT_EQ(e.imm, 66u);
-  EXPECT_EQ(pages_missing(dst.data(), perm, kPages), 0u);
 }
 
 // A page whose target lies outside the region: the pages before it are posted (and land), it is

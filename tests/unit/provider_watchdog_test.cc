@@ -76,6 +76,29 @@ class HangingDomain final : public testing::ForwardingDomain {
   bool has_deferred_work() const override { return false; }  // as before the shared base
 };
 
+// post_write blocks while armed, but only on the thread named by `only` (the callback thread).
+class CallbackThreadHang final : public testing::ForwardingDomain {
+ public:
+  struct State {
+    Hang hang;
+    std::atomic<std::thread::id> only{};
+  };
+  static State& state() {
+    static State* s = new State;  // never destroyed: the parked callback thread may look at it
+    return *s;
+  }
+  explicit CallbackThreadHang(std::unique_ptr<transport::Domain> inner) : ForwardingDomain(std::move(inner)) {}
+  bool supports_control() const override { return false; }
+  transport::PostResult post_write(const transport::WriteWr& wr, Status* e) override {
+    if (std::this_thread::get_id() == state().only.load() && state().hang.maybe_block()) {
+      if (e) *e = Status(ErrorCode::kProviderError, "released");
+      return transport::PostResult::kFailed;
+    }
+    return inner_->post_write(wr, e);
+  }
+  bool has_deferred_work() const override { return false; }
+};
+
 TEST(ProviderCallGuard, AbandonsOnlyAThreadStillInsideTheSameCall) {
   transport::ProviderCallGuard watch;
   EXPECT_FALSE(watch.try_abandon(watch.sample()));  // not inside a call
@@ -218,6 +241,86 @@ TEST(ProviderWatchdog, AStuckProviderCallFailsItsGroupInsteadOfHangingIt) {
   ASSERT_TRUE(after.wait_for(1, 10s));
   EXPECT_EQ(after.errors.load(), 0u);
   EXPECT_EQ(dst[8192], 9);
+}
+
+// The callback thread drives the group too (it reaps while callbacks flow, and a callback may
+// submit and post on it). If it is the thread the watchdog finds stuck inside a provider call, a
+// new callback thread takes over: every request of the given-up group still completes exactly
+// once, on the new thread, and later callbacks run.
+TEST(ProviderWatchdog, AStuckCallbackThreadIsReplacedAndCallbacksKeepRunning) {
+  auto target = TransferEngineBuilder().provider("tcp").domains_per_group(1).build();
+  ASSERT_TRUE(target.ok()) << target.status().to_string();
+  std::vector<uint8_t> dst(1 << 20, 0);
+  auto dst_reg = (*target)->register_memory(dst.data(), dst.size(), Access::kRemoteWrite);
+  ASSERT_TRUE(dst_reg.ok());
+  TransferEngineBuilder builder;
+  builder.provider("tcp").domains_per_group(1).stall_timeout(300ms);
+  BuilderAccess::set_domain_decorator(
+      builder, [](std::unique_ptr<transport::Domain> inner) { return std::make_unique<CallbackThreadHang>(std::move(inner)); });
+  auto engine = builder.build();
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  std::vector<uint8_t> src(1 << 20, 3);
+  auto src_reg = (*engine)->register_memory(src.data(), src.size(), Access::kLocalOnly);
+  ASSERT_TRUE(src_reg.ok());
+  const WriteRequest write{src_reg->handle, 0, dst_reg->desc, 0, 4096};
+  CallbackThreadHang::State& st = CallbackThreadHang::state();
+
+  // The first callback arms the hang for its own thread and submits until one of its submits
+  // posts on that thread (post_on_caller), which then never returns.
+  constexpr int kMore = 400;
+  std::vector<std::atomic<int>> calls(kMore + 2);
+  std::vector<std::atomic<std::thread::id>> ran_on(kMore + 2);
+  std::atomic<int> finished{0};
+  std::atomic<std::thread::id> first_thread{};
+  auto sink = [&](int i) {
+    return Completion::callback([&, i](const Status&) {
+      ran_on[i] = std::this_thread::get_id();
+      calls[i].fetch_add(1);
+      finished.fetch_add(1);
+    });
+  };
+  ASSERT_TRUE((*engine)
+                  ->submit_write(write, Completion::callback([&](const Status&) {
+                                   first_thread = std::this_thread::get_id();
+                                   calls[0].fetch_add(1);
+                                   finished.fetch_add(1);
+                                   st.only = std::this_thread::get_id();
+                                   st.hang.arm();
+                                   for (int i = 1; i <= kMore && st.hang.stuck.load() == 0; ++i) {
+                                     (void)(*engine)->submit_write(write, sink(i));
+                                   }
+                                 }))
+                  .ok());
+  // Every request ends: the ones queued behind the stuck post fail with the group, on a new
+  // callback thread; the stuck one's own completion too.
+  const auto t0 = std::chrono::steady_clock::now();
+  int submitted = 0;
+  while (std::chrono::steady_clock::now() - t0 < 20s) {
+    submitted = 0;
+    for (int i = 1; i <= kMore; ++i) submitted += ran_on[i].load() != std::thread::id{} || calls[i].load() > 0;
+    if (st.hang.stuck.load() > 0 && (*engine)->stats().groups_abandoned > 0 &&
+        finished.load() == static_cast<int>((*engine)->stats().requests_submitted)) {
+      break;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(st.hang.stuck.load(), 1) << "no submit posted on the callback thread";
+  EXPECT_EQ((*engine)->stats().groups_abandoned, 1u);
+  const auto requests = (*engine)->stats().requests_submitted;
+  ASSERT_EQ(finished.load(), static_cast<int>(requests)) << "requests of the given-up group must still complete";
+  for (size_t i = 0; i < requests; ++i) EXPECT_EQ(calls[i].load(), 1) << "request " << i;
+  for (size_t i = 1; i < requests; ++i) EXPECT_NE(ran_on[i].load(), first_thread.load()) << "request " << i;
+  // Later callbacks run too (a later submit to the given-up group fails at once, reported there).
+  std::atomic<int> later{0};
+  auto id = (*engine)->submit_write(write, Completion::callback([&](const Status&) { later.fetch_add(1); }));
+  if (id.ok()) {
+    const auto t1 = std::chrono::steady_clock::now();
+    while (later.load() == 0 && std::chrono::steady_clock::now() - t1 < 5s) std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(later.load(), 1);
+  }
+  EXPECT_TRUE((*engine)->stop().ok());
+  engine->reset();
+  st.hang.release();  // the stuck callback thread leaves the call and parks for good
 }
 
 }  // namespace

@@ -20,8 +20,11 @@ namespace fabric_lib::transport {
 
 class ProviderCallGuard {
  public:
-  // Driving thread only.
-  void enter() { state_.store(++calls_ * 2 + 1, std::memory_order_release); }
+  // Driving thread only (whichever thread holds the group's progress ownership).
+  void enter() {
+    caller_.store(thread_token(), std::memory_order_relaxed);  // published by the release below
+    state_.store(++calls_ * 2 + 1, std::memory_order_release);
+  }
   void leave() {
     if (state_.exchange(calls_ * 2, std::memory_order_acq_rel) == kAbandoned) park_forever();
   }
@@ -36,6 +39,14 @@ class ProviderCallGuard {
     return true;
   }
   bool abandoned() const { return abandoned_.load(std::memory_order_seq_cst); }
+  // After try_abandon() succeeded: the thread_token() of the thread left inside the call (a
+  // worker, or any other thread that held the group: a submitter, the callback thread reaping).
+  uintptr_t stuck_thread() const { return caller_.load(std::memory_order_acquire); }
+  // A value that names the calling thread while it lives.
+  static uintptr_t thread_token() {
+    static thread_local char token;
+    return reinterpret_cast<uintptr_t>(&token);
+  }
 
  private:
   static constexpr uint64_t kAbandoned = UINT64_MAX;
@@ -43,6 +54,7 @@ class ProviderCallGuard {
   [[noreturn]] static void park_forever();
 
   std::atomic<uint64_t> state_{0};
+  std::atomic<uintptr_t> caller_{0};
   std::atomic<bool> abandoned_{false};
   uint64_t calls_ = 0;  // driving thread only
 };

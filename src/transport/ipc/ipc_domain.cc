@@ -37,12 +37,13 @@ Status IpcDomain::open_resources(IpcOptions options) {
   info_.provider = "ipc";
   info_.fabric = "host " + boot_id_text(self_.boot_id);
   info_.name = segment_->name();
-  info_.max_inflight = options_.max_inflight;
+  info_.max_inflight = std::max(options_.max_inflight, options_.max_inflight_wrs);
   info_.max_msg_bytes = kMaxMessageBytes;
-  // One poll issues every copy posted since the last as one batch (a few kernel launches and one
-  // event per stream): at 64 WRs a pass that fixed cost held paged writes to ~3 Mpages/s on an
-  // H200 (docs/gpu.md).
-  info_.wrs_per_pass = std::min<size_t>(1024, std::max<size_t>(64, options_.max_inflight / 4));
+  // One poll issues every copy posted since the last as one batch (a kernel launch and one event
+  // per stream, shared by the group's domains): at 64 WRs a pass that fixed cost held paged writes
+  // to ~3 Mpages/s on an H200, at 1024 a request of 4096 pages took four passes (docs/gpu.md).
+  info_.wrs_per_pass = std::min<size_t>(4096, std::max<size_t>(64, info_.max_inflight / 4));
+  info_.one_medium = true;
   info_.delivery_complete = true;
   info_.hmem = static_cast<bool>(options_.gpu);
   FL_LOG_DEBUG("opened ipc domain {} (ring {} slots, table {} entries, GPU {})", segment_->name(),

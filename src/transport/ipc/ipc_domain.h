@@ -45,6 +45,9 @@ namespace fabric_lib::transport::ipc {
 struct IpcOptions {
   ShmSegment::Geometry geometry;
   size_t max_inflight = 4096;  // ops in flight (a run of WRs is one op); posts say kAgain beyond
+  // WRs the engine may hold outstanding here (DomainInfo::max_inflight; at least max_inflight):
+  // a paged write's run of pages is one op, so far more WRs than ops fit.
+  size_t max_inflight_wrs = 16384;
   HostCopyEngine::Options host_copies;
   GpuBackendFactory gpu;  // empty: GPU memory is Unsupported (builds without CUDA)
 };
@@ -186,6 +189,17 @@ class IpcDomain final : public Domain {
                          const LocalRegion& src, const RemoteRegion& dst, Status* error);
 
   // ipc_domain_runs.cc: post_writes' runs.
+  // Where a run goes: its peer, source and target regions. `one_by_one`: an unknown, removed or
+  // dead peer, or no source region — post the run WR by WR for post_write's answers. Otherwise a
+  // null `dst` means nothing may be posted now (`*last`: kAgain at the op limit, or kFailed with
+  // the target key's error).
+  struct RunTarget {
+    Peer* peer = nullptr;
+    const LocalRegion* src = nullptr;
+    RemoteRegion* dst = nullptr;
+    bool one_by_one = false;
+  };
+  RunTarget run_target(PeerHandle peer, const void* src_desc, uint64_t rkey, PostResult* last, Status* error);
   // How many WRs from the front of `wrs` make one run (1: none).
   static size_t run_length(std::span<const WriteWr> wrs);
   // Posts one run (>= 2 WRs) as one op; returns how many of its WRs were posted.

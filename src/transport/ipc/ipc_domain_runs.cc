@@ -47,22 +47,38 @@ size_t IpcDomain::post_each(std::span<const WriteWr> wrs, PostResult* last, Stat
   return n;
 }
 
-size_t IpcDomain::post_run(std::span<const WriteWr> run, PostResult* last, Status* error) {
-  const WriteWr& first = run.front();
-  Peer* peer = find_peer(first.peer);
-  const auto* src = static_cast<const LocalRegion*>(first.src_desc);
+IpcDomain::RunTarget IpcDomain::run_target(PeerHandle handle, const void* src_desc, uint64_t rkey, PostResult* last,
+                                           Status* error) {
+  RunTarget t;
+  t.peer = find_peer(handle);
+  t.src = static_cast<const LocalRegion*>(src_desc);
   // An unknown, removed or dead peer: post_write's refusals, or its PeerUnreachable events.
-  if (!peer || peer->removed || peer->dead) return post_each(run, last, error);
+  if (!t.peer || t.peer->removed || t.peer->dead || !t.src) {
+    t.one_by_one = true;
+    return t;
+  }
   if (ops_.in_use() >= options_.max_inflight) {
     *last = PostResult::kAgain;
-    return 0;
+    return t;
   }
-  Result<RemoteRegion*> dst = resolve_region(*peer, first.rkey, *src);
+  Result<RemoteRegion*> dst = resolve_region(*t.peer, rkey, *t.src);
   if (!dst.ok()) {
     *last = PostResult::kFailed;
     if (error) *error = dst.status();
-    return 0;
+    return t;
   }
+  t.dst = *dst;
+  return t;
+}
+
+size_t IpcDomain::post_run(std::span<const WriteWr> run, PostResult* last, Status* error) {
+  const WriteWr& first = run.front();
+  const RunTarget t = run_target(first.peer, first.src_desc, first.rkey, last, error);
+  if (t.one_by_one) return post_each(run, last, error);
+  if (!t.dst) return 0;
+  Peer* peer = t.peer;
+  const LocalRegion* src = t.src;
+  RemoteRegion* const* dst = &t.dst;
   // Every WR checked as post_write checks it; the run ends before the first refused one.
   size_t good = 0;
   Status refused;
@@ -89,23 +105,14 @@ size_t IpcDomain::post_pages_as_writes(const PageRunWr& run, PostResult* last, S
 size_t IpcDomain::post_pages(const PageRunWr& run, PostResult* last, Status* error) {
   *last = PostResult::kPosted;
   if (run.count == 0) return 0;
-  Peer* peer = find_peer(run.peer);
-  const auto* src = static_cast<const LocalRegion*>(run.src_desc);
-  // Unknown, removed or dead peers, imm-only pages, runs of one: WR by WR, for post_write's
-  // refusals and events.
-  if (!peer || peer->removed || peer->dead || !src || run.page_length == 0 || run.count == 1) {
-    return post_pages_as_writes(run, last, error);
-  }
-  if (ops_.in_use() >= options_.max_inflight) {
-    *last = PostResult::kAgain;
-    return 0;
-  }
-  Result<RemoteRegion*> dst = resolve_region(*peer, run.rkey, *src);
-  if (!dst.ok()) {
-    *last = PostResult::kFailed;
-    if (error) *error = dst.status();
-    return 0;
-  }
+  // Imm-only pages, runs of one, unusual peers: WR by WR, for post_write's refusals and events.
+  if (run.page_length == 0 || run.count == 1) return post_pages_as_writes(run, last, error);
+  const RunTarget t = run_target(run.peer, run.src_desc, run.rkey, last, error);
+  if (t.one_by_one) return post_pages_as_writes(run, last, error);
+  if (!t.dst) return 0;
+  Peer* peer = t.peer;
+  const LocalRegion* src = t.src;
+  RemoteRegion* const* dst = &t.dst;
   // Each page a segment, checked as post_write checks its WR (in 128 bits: no index or stride
   // can wrap); the run ends before the first page that fails.
   const size_t count = std::min(run.count, kMaxRunWrs);
