@@ -239,7 +239,7 @@ TEST(IpcDomainRuns, ARunStopsBeforeItsFirstRefusedWriteWithPostWritesError) {
 
 // At the op limit a run posts nothing and says kAgain; once ops finish it posts as one op (so a
 // run of 8 fits where 8 single writes would not).
-TEST(IpcDomainRuns, ARunAtTheOpLimitPostsNothingAndSaysAgain) {
+TEST(IpcDomainRuns, ARunOrPageListAtTheOpLimitPostsNothingAndSaysAgain) {
   Pair p(8192, /*max_inflight=*/1);
   ASSERT_TRUE(p.a && p.b);
   constexpr size_t kPages = 8;
@@ -255,6 +255,9 @@ TEST(IpcDomainRuns, ARunAtTheOpLimitPostsNothingAndSaysAgain) {
   const std::vector<WriteWr> run = page_run(src.data(), smr->desc, p.b_at_a, dmr->rkey, perm, 3, 7);
   PostResult last = PostResult::kPosted;
   ASSERT_EQ(p.a->post_writes(run, &last, &error), 0u);
+  EXPECT_EQ(last, PostResult::kAgain);
+  last = PostResult::kPosted;  // the same run as a page list
+  EXPECT_EQ(p.a->post_pages(PageList(perm).run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 3, 7), &last, &error), 0u);
   EXPECT_EQ(last, PostResult::kAgain);
   EXPECT_EQ(p.a->ops_in_flight(), 1u);
   ASSERT_TRUE(p.poll_until([&] { return p.a->ops_in_flight() == 0; }));
@@ -559,26 +562,6 @@ TEST(IpcDomainRuns, APageListWhoseOffsetPassesTwoToTheSixtyFourIsRefused) {
   EXPECT_EQ(p.a->post_pages(run, &last, &error), 0u) << "2 * 2^63 wraps to offset 0: must not be written";
   EXPECT_EQ(last, PostResult::kFailed);
   EXPECT_EQ(error.code(), ErrorCode::kOutOfRange) << error.to_string();
-}
-
-TEST(IpcDomainRuns, APageListAtTheOpLimitPostsNothingAndSaysAgain) {
-  Pair p(8192, /*max_inflight=*/1);
-  ASSERT_TRUE(p.a && p.b);
-  constexpr size_t kPages = 8;
-  std::vector<uint8_t> src = source_pages(kPages + 1), dst((kPages + 1) * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
-  ASSERT_TRUE(smr.ok() && dmr.ok());
-  Status error;
-  ASSERT_EQ(p.a->post_write(write_wr(src.data() + kPages * kPage, smr->desc, kPage, p.b_at_a, kPages * kPage, dmr->rkey, 3u, 1), &error),
-            PostResult::kPosted);
-  std::vector<size_t> perm(kPages);
-  std::iota(perm.begin(), perm.end(), size_t{0});
-  const PageList list(perm);
-  PostResult last = PostResult::kPosted;
-  EXPECT_EQ(p.a->post_pages(list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 3, 7), &last, &error), 0u);
-  EXPECT_EQ(last, PostResult::kAgain);
-  EXPECT_EQ(p.a->ops_in_flight(), 1u);
 }
 
 }  // namespace
