@@ -34,6 +34,14 @@ std::vector<pid_t> threads_named(const std::string& name) {
   return out;
 }
 
+// An idle engine's wake-ups (the back-off naps on providers without a CQ fd) cost several times
+// more CPU under a sanitizer: TSan on 2 busy cores measured 5.6 %.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr double kIdleCpuLimit = 0.15;
+#else
+constexpr double kIdleCpuLimit = 0.05;
+#endif
+
 // An idle engine with the adaptive policy (the default) uses almost no CPU, even after traffic.
 TEST_P(IdleAndPeersTest, IdleAdaptiveEngineUsesNearlyNoCpu) {
   Outcomes first(1), later(1);  // before the engine, which may call them until stopped
@@ -49,7 +57,7 @@ TEST_P(IdleAndPeersTest, IdleAdaptiveEngineUsesNearlyNoCpu) {
   const double before = process_cpu_seconds();
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const double used = process_cpu_seconds() - before;
-  EXPECT_LT(used, 0.05) << "an idle engine used " << used * 100 << "% of a core";
+  EXPECT_LT(used, kIdleCpuLimit) << "an idle engine used " << used * 100 << "% of a core";
   // And it still wakes up for new work.
   ASSERT_TRUE(engine->submit_write({src.reg.handle, 0, agent.desc(), 0, 4096, 4}, later.sink(0)).ok());
   EXPECT_TRUE(later.all_ok());

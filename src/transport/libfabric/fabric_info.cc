@@ -68,10 +68,12 @@ Status provider_error(const char* call, int ret) {
 // (docs/providers.md, "What a write's Ok means").
 bool wants_delivery_complete(const std::string& provider) { return provider.rfind("efa", 0) != 0; }
 
+bool wants_hmem(const std::string& provider) { return provider.rfind("shm", 0) != 0; }
+
 Result<FiInfoPtr> select_fi_info(const std::string& provider, const std::string& interface_name, bool want_hmem) {
   if (provider.empty()) return invalid_argument("empty provider name");
   const bool dc = wants_delivery_complete(provider);
-  if (want_hmem) {
+  if (want_hmem && wants_hmem(provider)) {
     // Providers without FI_HMEM answer -FI_ENODATA: then the plain selection below decides.
     Result<FiInfoPtr> hmem = getinfo(provider, /*delivery_complete=*/dc, /*tagged=*/true, /*hmem=*/true);
     if (!hmem.ok()) hmem = getinfo(provider, /*delivery_complete=*/false, /*tagged=*/true, /*hmem=*/true);

@@ -26,8 +26,16 @@ Status provider_error(const char* call, int ret);
 // domain or fabric named `interface_name` (empty: the provider's first suitable domain).
 // Requires FI_EP_RDM + FI_MSG + FI_RMA + remote CQ data of >= 4 bytes; asks for delivery-complete
 // writes and falls back without them. With `want_hmem`, first asks for FI_HMEM (GPU memory
-// registration) and falls back to a plain endpoint when the provider has none for that domain.
+// registration) and falls back to a plain endpoint when the provider has none for that domain —
+// except on providers where wants_hmem() says no.
 Result<FiInfoPtr> select_fi_info(const std::string& provider, const std::string& interface_name, bool want_hmem = false);
+
+// Whether the engine asks `provider` for FI_HMEM when GPU memory on the NIC is wanted. Not on shm:
+// libfabric 1.17's shm with FI_HMEM moved host-memory writes at about half the rate of the same
+// endpoint without it (31-34 against 57-67 Gbps at 64 KiB on the H200 machine, 2026-12-02), and
+// same-host GPU memory goes through the ipc backend or the staging decorator instead
+// (docs/providers.md, "GPU memory").
+bool wants_hmem(const std::string& provider);
 
 // The distinct domain names the provider offers, in its order (used for default NIC selection).
 Result<std::vector<std::string>> list_domain_names(const std::string& provider);
