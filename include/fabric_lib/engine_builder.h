@@ -63,8 +63,9 @@ class TransferEngineBuilder {
   // Distinct imm values the ImmCounter holds (default ImmCounter::kDefaultCapacity).
   TransferEngineBuilder& imm_table_capacity(size_t n);
   // CUDA builds: register GPU memory with the NIC (FI_HMEM) where the provider offers it (default
-  // true). Off: GPU memory is only ever a staged source on libfabric providers. The environment
-  // variable FABRIC_LIB_HMEM=0 turns it off too.
+  // true; never asked of shm, whose host-memory writes it halves: docs/providers.md). Off: GPU
+  // memory is only ever a staged source on libfabric providers. The environment variable
+  // FABRIC_LIB_HMEM=0 turns it off too.
   TransferEngineBuilder& gpu_memory_on_nic(bool on);
   // How the same-host IPC backend copies into GPU memory: "auto" (default: a page-copy kernel for
   // batches of small GPU-to-GPU copies, cudaMemcpyAsync otherwise), "memcpy", "batch"
