@@ -71,7 +71,8 @@ Status cpu_dispatch_send(RankState& st, CpuStep& cs, const DispatchSendArgs& a) 
   }
   Result<LocalRouting> r = route_tokens(g, a.indices, a.indices_stride, m);
   if (!r.ok()) return r.status();  // nothing was published: the step has not started
-  std::memcpy(st.regions.positions, r->position.data(), r->position.size() * 4);
+  // A rank with no tokens this step has no positions (and memcpy must not see a null source).
+  if (!r->position.empty()) std::memcpy(st.regions.positions, r->position.data(), r->position.size() * 4);
   std::span<uint8_t> block(st.regions.route_send + route_parity(t) * g.route_block, g.route_block);
   encode_route_block(g.rank, t, r->counts, block);
   cs.step = t;
