@@ -1,6 +1,5 @@
 #include "support/peer_agent.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -62,15 +61,7 @@ AgentProcess::AgentProcess(const ProviderConfig& config, size_t region_bytes) {
                                    config.interface_name.empty() ? "-" : config.interface_name,
                                    std::to_string(config.domains), std::to_string(config.reorder_seed),
                                    std::to_string(region_bytes), std::to_string(config.stall_timeout_ms)};
-  pid_ = fork();
-  if (pid_ == 0) {
-    fcntl(child_fd, F_SETFD, 0);  // keep the channel across exec
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv("/proc/self/exe", argv.data());
-    _exit(127);
-  }
+  pid_ = tools::spawn_self(args, child_fd);
   channel_ = std::move(mine);
   if (pid_ < 0) return;
   auto hello = channel_.recv(kTimeout);

@@ -1,5 +1,6 @@
 #include "control_channel.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -78,6 +79,22 @@ std::vector<std::string> split_words(const std::string& line) {
   std::string w;
   while (in >> w) words.push_back(w);
   return words;
+}
+
+int spawn_self(const std::vector<std::string>& args, int keep_fd) {
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    fcntl(keep_fd, F_SETFD, 0);  // the channel end survives exec; every other fd is close-on-exec
+    execv("/proc/self/exe", argv.data());
+    static const char kFailed[] = "spawn_self: exec of /proc/self/exe failed\n";
+    (void)!write(2, kFailed, sizeof kFailed - 1);
+    _exit(127);
+  }
+  return pid;
 }
 
 }  // namespace fabric_lib::tools

@@ -33,6 +33,13 @@ class ControlChannel {
 // A connected pair (socketpair); the second end is meant for a child process.
 std::pair<ControlChannel, ControlChannel> make_channel_pair();
 
+// Runs this program again (/proc/self/exe) in a child process with `args` (args[0] its name),
+// keeping `keep_fd` (a channel end) open across exec. Everything the child needs is prepared
+// before fork: until exec, the child of a multithreaded process may only make async-signal-safe
+// calls (an allocation there deadlocked under ASan on a lock another thread held at the fork).
+// Returns the child's pid, or -1 when fork failed. A child whose exec fails exits with 127.
+int spawn_self(const std::vector<std::string>& args, int keep_fd);
+
 // Splits on single spaces.
 std::vector<std::string> split_words(const std::string& line);
 

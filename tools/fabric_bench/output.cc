@@ -46,6 +46,9 @@ const Row* find_row(const std::vector<Row>& rows, const std::string& mode, size_
 int run_program(const std::vector<std::string>& args, bool quiet = false) {
   std::fflush(stdout);
   std::fflush(stderr);
+  std::vector<char*> argv;  // before fork: the child makes only async-signal-safe calls until exec
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -56,9 +59,6 @@ int run_program(const std::vector<std::string>& args, bool quiet = false) {
         dup2(null_fd, 2);
       }
     }
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     execvp(argv[0], argv.data());
     _exit(127);
   }

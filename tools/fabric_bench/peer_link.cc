@@ -83,21 +83,10 @@ Result<PeerLink> spawn_local_peer(const std::string& argv0, const std::vector<st
   if (!parent_end.valid()) return sys_error("socketpair");
   std::fflush(stdout);
   std::fflush(stderr);
-  const pid_t pid = fork();
+  std::vector<std::string> args = {argv0, "--serve-fd", std::to_string(child_end.fd())};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  const pid_t pid = tools::spawn_self(args, child_end.fd());
   if (pid < 0) return sys_error("fork");
-  if (pid == 0) {
-    // The child end must survive exec; everything else is close-on-exec already.
-    const int fd = child_end.fd();
-    fcntl(fd, F_SETFD, 0);
-    std::vector<std::string> args = {argv0, "--serve-fd", std::to_string(fd)};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv("/proc/self/exe", argv.data());
-    std::perror("fabric-bench: exec of the local peer failed");
-    _exit(127);
-  }
   child_end = tools::ControlChannel();
   return PeerLink(std::move(parent_end), pid);
 }

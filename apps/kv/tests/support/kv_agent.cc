@@ -1,6 +1,5 @@
 #include "support/kv_agent.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -178,15 +177,7 @@ KvAgent::KvAgent(AgentRole role, const HostConfig& config) {
   const int child_fd = theirs.fd();
   std::vector<std::string> args = {"kv_integration_tests", "--kv-agent", std::to_string(child_fd),
                                    role == AgentRole::kPrefill ? "prefill" : "decode", config.to_string()};
-  pid_ = fork();
-  if (pid_ == 0) {
-    fcntl(child_fd, F_SETFD, 0);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv("/proc/self/exe", argv.data());
-    _exit(127);
-  }
+  pid_ = tools::spawn_self(args, child_fd);
   channel_ = std::move(mine);
   if (pid_ < 0) return;
   auto hello = channel_.recv(kTimeout);

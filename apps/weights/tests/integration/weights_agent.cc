@@ -1,6 +1,5 @@
 #include "weights_agent.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <signal.h>
@@ -252,15 +251,7 @@ WeightsAgent::WeightsAgent(const AgentSpec& s) {
   std::vector<std::string> args = {"weights_integration_tests", "--weights-agent", std::to_string(child_fd), s.role,
                                    std::to_string(s.rank), std::to_string(s.world), s.provider, std::to_string(s.domains),
                                    s.fp8 ? "1" : "0", s.controller_hex, std::to_string(s.step_timeout_ms), s.variant, "-"};
-  pid_ = fork();
-  if (pid_ == 0) {
-    fcntl(child_fd, F_SETFD, 0);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv("/proc/self/exe", argv.data());
-    _exit(127);
-  }
+  pid_ = tools::spawn_self(args, child_fd);
   channel_ = std::move(mine);
 }
 
