@@ -42,6 +42,10 @@ EngineCore::~EngineCore() {
 
 Status EngineCore::start() {
   if (options_.groups.empty() || options_.domains_per_group() == 0) return invalid_argument("no domains to open");
+  if (options_.groups.size() > (size_t{1} << RequestPool::kGroupBits)) {
+    return invalid_argument("at most " + std::to_string(size_t{1} << RequestPool::kGroupBits) + " groups (TransferIds name the group in " +
+                            std::to_string(RequestPool::kGroupBits) + " bits)");
+  }
   if (!options_.open_domain) return invalid_argument("no domain factory");
   for (size_t g = 0; g < options_.groups.size(); ++g) {
     GroupWorkerConfig config;
@@ -254,8 +258,9 @@ Route EngineCore::paged_route(const Route& route, size_t group) const {
 // --- submission -------------------------------------------------------------------------------
 
 TransferId EngineCore::enqueue(size_t group, RequestPool::Ptr request, const SubmitScope& scope) {
-  // The low bits name the group, so cancel() finds the worker that owns the request.
-  const TransferId id = (next_transfer_id_.fetch_add(1, std::memory_order_relaxed) << kTransferIdGroupBits) | group;
+  // The low bits name the group, so cancel() finds the worker that owns the request; the slot and
+  // generation let that worker find it (RequestPool).
+  const TransferId id = RequestPool::make_id(request->generation.load(std::memory_order_relaxed), request->slot, group);
   request->id = id;
   request->op = static_cast<uint8_t>(scope.op());
   request->submit_ns = scope.start_ns();
@@ -278,6 +283,7 @@ Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Compl
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   FABRIC_LIB_RETURN_IF_ERROR(check_remote(dst, 0, 0, group));
   RequestPool::Ptr r = requests_->take();
+  if (!r) return RequestPool::too_many_requests();
   r->completion = std::move(done);
   r->targets = {dst};
   r->has_imm = true;
@@ -296,6 +302,7 @@ Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion don
   FABRIC_LIB_RETURN_IF_ERROR(check_remote(request.dst, request.dst_offset, request.length, group));
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
   RequestPool::Ptr r = requests_->take();
+  if (!r) return RequestPool::too_many_requests();
   r->completion = std::move(done);
   r->src = std::move(src).value();
   r->has_imm = request.imm.has_value();
@@ -336,6 +343,7 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
                         std::to_string(request.dst.length()) + "-byte destination region");
   }
   RequestPool::Ptr r = requests_->take();
+  if (!r) return RequestPool::too_many_requests();
   r->completion = std::move(done);
   r->src = std::move(src);
   r->has_imm = request.imm.has_value();
@@ -380,6 +388,7 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
     if (!s.ok()) return Status(s.code(), where() + s.message());
   }
   RequestPool::Ptr r = requests_->take();
+  if (!r) return RequestPool::too_many_requests();
   r->completion = std::move(done);
   r->src = std::move(src);
   r->has_imm = request.imm.has_value();
@@ -407,6 +416,7 @@ Result<TransferId> EngineCore::submit_barrier(uint32_t imm, std::span<const MrDe
     if (!s.ok()) return Status(s.code(), "barrier peer " + std::to_string(i) + ": " + s.message());
   }
   RequestPool::Ptr r = requests_->take();
+  if (!r) return RequestPool::too_many_requests();
   r->completion = std::move(done);
   r->targets.assign(peers.begin(), peers.end());
   r->has_imm = true;
@@ -445,8 +455,8 @@ Result<std::shared_ptr<const PeerGroup::Data>> EngineCore::resolve_peers(std::sp
 
 Status EngineCore::cancel(TransferId id) {
   if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
-  const size_t group = id & ((TransferId{1} << kTransferIdGroupBits) - 1);
-  if (id == 0 || group >= workers_.size() || (id >> kTransferIdGroupBits) >= next_transfer_id_.load()) {
+  const size_t group = RequestPool::split(id).group;
+  if (group >= workers_.size() || !requests_->issued(id)) {
     return not_found("transfer id " + std::to_string(id) + " was never issued by this engine");
   }
   return workers_[group]->run_sync([id](GroupWorker& w) { return w.cancel(id); });

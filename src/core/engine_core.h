@@ -75,9 +75,6 @@ class EngineCore {
   // TransferEngine::progress: every group's GroupWorker::progress_on_caller.
   size_t progress(size_t max_events);
 
-  // TransferIds carry the group in their low bits (groups <= 64).
-  static constexpr int kTransferIdGroupBits = 6;
-
   ImmCountTable& imms() { return *imms_; }
   Result<std::unique_ptr<UvmWatcher::State>> alloc_uvm_watcher(WatchCallback callback);
   Status stop();
@@ -154,7 +151,6 @@ class EngineCore {
   };
   std::vector<std::unique_ptr<GroupWorker, DeleteUnlessAbandoned>> workers_;
   std::unique_ptr<ProviderWatchdog> watchdog_;  // with a stall timeout only
-  std::atomic<uint64_t> next_transfer_id_{1};
   // The UVM watcher thread's owner, made with the first watcher (gpu/uvm_watcher_hub.h).
   std::mutex watcher_mu_;
   std::shared_ptr<detail::UvmWatcherHub> watchers_;

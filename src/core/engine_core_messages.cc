@@ -14,6 +14,7 @@ Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, std::span<c
                             std::to_string(options_.max_message_bytes) + ")");
   }
   RequestPool::Ptr r = requests_->take();
+  if (!r) return RequestPool::too_many_requests();
   r->kind = RequestKind::kSend;
   r->completion = std::move(done);
   r->message.assign(message.begin(), message.end());
@@ -89,6 +90,7 @@ Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, MrHandle sr
   Result<std::shared_ptr<MrEntry>> entry = message_region(src, offset, length, "submit_send");
   if (!entry.ok()) return entry.status();
   RequestPool::Ptr r = requests_->take();
+  if (!r) return RequestPool::too_many_requests();
   r->kind = RequestKind::kSend;
   r->completion = std::move(done);
   r->src = std::move(entry).value();

@@ -62,6 +62,7 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedPagedWrites::Data& 
   }
   const size_t group = p.src->group;
   RequestPool::Ptr r = requests_->take();
+  if (!r) return RequestPool::too_many_requests();
   r->completion = std::move(done);
   r->src = p.src;
   r->has_imm = imm.has_value();
@@ -138,6 +139,7 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedScatter::Data& p, s
   if (!any) return invalid_argument("submit_prepared: every slice is empty and there is no imm");
   const size_t group = p.src->group;
   RequestPool::Ptr r = requests_->take();
+  if (!r) return RequestPool::too_many_requests();
   r->completion = std::move(done);
   r->src = p.src;
   r->has_imm = imm.has_value();

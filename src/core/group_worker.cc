@@ -196,9 +196,28 @@ bool GroupWorker::accept_requests(int64_t now) {
   return n > 0;
 }
 
+void GroupWorker::link_live(Request* r) {
+  r->live_id.store(r->id, std::memory_order_relaxed);
+  r->live_prev = nullptr;
+  r->live_next = live_head_;
+  if (live_head_) live_head_->live_prev = r;
+  live_head_ = r;
+}
+
+void GroupWorker::unlink_live(Request* r) {
+  if (r->live_prev) {
+    r->live_prev->live_next = r->live_next;
+  } else {
+    live_head_ = r->live_next;
+  }
+  if (r->live_next) r->live_next->live_prev = r->live_prev;
+  r->live_prev = r->live_next = nullptr;
+  r->live_id.store(0, std::memory_order_relaxed);
+}
+
 void GroupWorker::accept(Request* r, int64_t now) {
   {
-    live_.emplace(r->id, r);
+    link_live(r);
     if (r->deadline_ns) deadlines_.schedule(r->deadline_ns, {r, r->id});
     if (r->kind == RequestKind::kSend) {
       r->target_peers = {&peers_.for_main_address(r->send_to.bytes())};
@@ -308,11 +327,11 @@ void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
 Status GroupWorker::cancel(uint64_t id) {
   while (accept_requests(monotonic_ns())) {  // a request still in the inbox is cancelled too
   }
-  auto it = live_.find(id);
-  if (it == live_.end() || it->second->delivered) {
+  // The id's slot names the request; it is still this transfer while it is live under this id.
+  Request* r = config_.requests->at(RequestPool::split(id).slot);
+  if (!r || r->live_id.load(std::memory_order_relaxed) != id || r->delivered) {
     return not_found("request " + std::to_string(id) + " is not in flight (it completed, or was never submitted)");
   }
-  Request* r = it->second;
   // Its first outcome wins: a request that already failed keeps that error.
   r->fail(cancelled("request " + std::to_string(id) + " cancelled"));
   // WRs not yet posted are dropped now; posted ones complete (and are absorbed) before it ends.
@@ -333,7 +352,7 @@ Status GroupWorker::cancel(uint64_t id) {
 void GroupWorker::maybe_finish(Request* r) {
   if (r->unposted != 0 || r->inflight != 0) return;
   if (!r->delivered) deliver(r, r->failed ? r->error : ok_status());
-  live_.erase(r->id);
+  unlink_live(r);
   config_.requests->release(r);
 }
 
@@ -421,9 +440,9 @@ void GroupWorker::shutdown() {
   while (accept_requests(monotonic_ns())) {
   }
   const Status why = cancelled("engine stopped");
-  for (auto& [id, r] : live_) {
+  for_each_live([&](Request* r) {
     if (!r->delivered) deliver(r, why);
-  }
+  });
   for (const auto& pool : recv_pools_) {
     if (pool->on_error) dispatcher_.post([pool, why] { pool->on_error(why); });
   }
@@ -436,8 +455,10 @@ void GroupWorker::shutdown() {
   }
   raw_domains_.clear();
   control_.clear();
-  for (auto& [id, r] : live_) config_.requests->release(r);
-  live_.clear();
+  for_each_live([&](Request* r) {
+    unlink_live(r);
+    config_.requests->release(r);
+  });
 }
 
 }  // namespace fabric_lib::detail

@@ -172,6 +172,17 @@ class GroupWorker {
   Status open_domains();
   bool accept_requests(int64_t now);
   void accept(Request* r, int64_t now);
+  void link_live(Request* r);
+  void unlink_live(Request* r);
+  // Calls fn(r) for every live request; fn may unlink r.
+  template <typename Fn>
+  void for_each_live(Fn&& fn) {
+    for (Request* r = live_head_; r != nullptr;) {
+      Request* next = r->live_next;
+      fn(r);
+      r = next;
+    }
+  }
   // group_worker_post.cc: posting.
   bool post_pending(size_t d);
   // The bookkeeping of `wrs` WRs just posted to `peer` on domain `e` under `record`.
@@ -245,8 +256,8 @@ class GroupWorker {
   Status abandon_reason_;  // written before abandoned_ is set
   std::atomic<uint32_t> next_start_{0};
 
-  // Node and block memory of the worker's containers that grow and shrink per request (live_,
-  // each domain's streams): recycled here, so a steady flow of requests allocates nothing.
+  // Block memory of the worker's containers that grow and shrink per request (each domain's
+  // streams): recycled here, so a steady flow of requests allocates nothing.
   std::pmr::unsynchronized_pool_resource pool_;
   std::vector<DomainState> domains_;
   std::vector<transport::Domain*> raw_domains_;
@@ -261,7 +272,10 @@ class GroupWorker {
   PeerRegistry peers_;
   WrRecordPool records_;
   std::vector<transport::WriteWr> run_wrs_;  // post_run's WRs (kept: no allocation per run)
-  std::pmr::unordered_map<uint64_t, Request*> live_{&pool_};  // by TransferId
+  // The requests this worker accepted and has not given back, linked through
+  // Request::live_prev/live_next (shutdown and take-over walk it); cancel() and deadlines find a
+  // request by its id's slot instead (RequestPool).
+  Request* live_head_ = nullptr;
   DeadlineQueue<DeadlineEntry> deadlines_;
   int64_t next_sweep_ns_ = 0;
   SendSlots send_slots_;

@@ -24,9 +24,10 @@ std::string ms_text(int64_t ns) { return std::to_string(ns / 1'000'000) + " ms";
 bool GroupWorker::expire_deadlines(int64_t now) {
   bool any = false;
   deadlines_.pop_due(now, [&](const DeadlineEntry& e) {
-    auto it = live_.find(e.id);
-    if (it == live_.end() || it->second != e.request || e.request->delivered) return;  // moved on
+    // Requests are never freed while the engine lives (RequestPool), so the pointer is safe; the
+    // deadline is still this request's while it is live under the same id.
     Request* r = e.request;
+    if (r->live_id.load(std::memory_order_relaxed) != e.id || r->delivered) return;  // moved on
     if (!r->failed) r->fail(Status(ErrorCode::kDeadlineExceeded, "request passed its deadline"));
     metrics_.events().deadlines_exceeded.add();
     // Delivered now; unposted WRs are dropped by post_pending and late completions are absorbed

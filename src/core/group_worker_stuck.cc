@@ -10,9 +10,9 @@ void GroupWorker::take_over_stuck(const Status& why) {
   abandon_reason_ = why;
   abandoned_.store(true, std::memory_order_seq_cst);
   FL_LOG_ERROR("group {}: {}", config_.group, why.to_string());
-  for (auto& [id, r] : live_) {
+  for_each_live([&](Request* r) {
     if (!r->delivered) deliver(r, why, /*on_owner=*/false);
-  }
+  });
   for (const auto& pool : recv_pools_) {
     if (pool->on_error) dispatcher_.post([pool, why] { pool->on_error(why); });
   }

@@ -42,6 +42,17 @@ void Request::reset() {
   error = Status();
 }
 
+void Request::drop_capacity() {
+  std::vector<MrDesc>().swap(targets);
+  std::vector<PeerEntry*>().swap(target_peers);
+  std::vector<planner::WrPlan>().swap(wrs);
+  std::vector<uint32_t>().swap(domain_begin);
+  std::vector<uint32_t>().swap(src_pages);
+  std::vector<uint32_t>().swap(dst_pages);
+  std::vector<planner::PageRun>().swap(page_runs);
+  std::vector<uint8_t>().swap(message);
+}
+
 void group_by_domain(Request& request, size_t domains) {
   std::vector<planner::WrPlan>& wrs = request.wrs;
   std::vector<uint32_t>& begin = request.domain_begin;

@@ -1,6 +1,7 @@
 // An accepted operation as the worker sees it: its WRs, grouped by domain, and its progress.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -21,7 +22,18 @@ struct PeerEntry;
 enum class RequestKind : uint8_t { kWrite, kSend };
 
 struct Request {
-  uint64_t id = 0;
+  uint64_t id = 0;  // its TransferId (RequestPool::make_id)
+  // Its place in the RequestPool's slab (fixed), and how many times it was taken from there.
+  uint32_t slot = 0;
+  std::atomic<uint32_t> generation{0};
+  // The id it is live under in its group's worker (set as the worker accepts it, 0 from when the
+  // worker gives it back): whether a TransferId still names this request. Atomic only because
+  // another group's worker may look at a slot it does not own (a forged or stale id); it reads
+  // the rest of the request only after its own id matched.
+  std::atomic<uint64_t> live_id{0};
+  // The worker's list of its live requests (shutdown, take-over): worker thread only.
+  Request* live_prev = nullptr;
+  Request* live_next = nullptr;
   RequestKind kind = RequestKind::kWrite;
   Completion completion;
 
@@ -77,8 +89,11 @@ struct Request {
   uint32_t num_wrs() const { return static_cast<uint32_t>(paged ? src_pages.size() : wrs.size()); }
   const MrDesc& target_desc(uint32_t t) const;
   size_t num_targets() const;
-  // Back to the initial state, keeping the vectors' capacity (RequestPool).
+  // Back to the initial state, keeping the vectors' capacity (RequestPool); slot, generation
+  // and live_id stay.
   void reset();
+  // Gives the vectors' memory back (an idle request beyond RequestPool::kMaxFree).
+  void drop_capacity();
   void fail(Status why) {
     if (!failed) error = std::move(why);
     failed = true;

@@ -137,6 +137,43 @@ TEST(CancelStates, BeforeAnyPostItCompletesCancelledAtOnceAndNothingReachesTheTa
   EXPECT_EQ(done.finished(), 1u);
 }
 
+// TransferIds name a slot of the request slab and its generation (RequestPool): the request
+// that reuses a cancelled one's slot gets a new id, and the old id neither finds nor cancels it.
+TEST(CancelStates, AStaleIdDoesNotCancelTheRequestThatReusedItsSlot) {
+  Pair p;
+  p.start();
+  ASSERT_TRUE(p.writer);
+  p.gate->open = false;
+  CompletionCounter first_done;
+  Result<TransferId> first = p.writer->submit_paged_writes(p.all_pages(920), Completion::counter(first_done));
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(p.writer->cancel(*first).ok());
+  ASSERT_TRUE(first_done.wait_for(1, 2s));
+  std::this_thread::sleep_for(50ms);  // the worker gives the request back just after its completion
+  Status outcome;
+  std::mutex mu;
+  CompletionCounter second_done;
+  Result<TransferId> second = p.writer->submit_paged_writes(p.all_pages(921), Completion::callback([&](const Status& s) {
+    std::lock_guard lock(mu);
+    outcome = s;
+    second_done.done.fetch_add(1);
+  }));
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(*second, *first);
+  EXPECT_EQ(*second & 0xffffffffu, *first & 0xffffffffu) << "the second request did not reuse the first's slot";
+  EXPECT_EQ(p.writer->cancel(*first).code(), ErrorCode::kNotFound);
+  p.gate->open = true;
+  ASSERT_TRUE(second_done.wait_for(1, 10s));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(outcome.ok()) << outcome.to_string();
+  }
+  ASSERT_TRUE(eventually([&] { return p.target->imms().count(921) == kPages; }));
+  EXPECT_EQ(p.dst, p.src);
+  EXPECT_EQ(p.target->imms().count(920), 0u);
+  EXPECT_EQ(p.writer->cancel(*second).code(), ErrorCode::kNotFound);
+}
+
 TEST(CancelStates, WithSomeWrsPostedItWaitsForThemAndTheTargetCountsOnlyThem) {
   constexpr int64_t kPosted = 5;
   Pair p;

@@ -286,8 +286,11 @@ TEST(ProviderWatchdog, AStuckCallbackThreadIsReplacedAndCallbacksKeepRunning) {
                                    finished.fetch_add(1);
                                    st.only = std::this_thread::get_id();
                                    st.hang.arm();
+                                   // Spaced out: on a loaded machine a worker descheduled while it
+                                   // holds the group would otherwise see every try of a burst lose.
                                    for (int i = 1; i <= kMore && st.hang.stuck.load() == 0; ++i) {
                                      (void)(*engine)->submit_write(write, sink(i));
+                                     std::this_thread::sleep_for(100us);
                                    }
                                  }))
                   .ok());
