@@ -15,7 +15,9 @@
 
 namespace fabric_lib {
 
-// Names an accepted request (returned by every submit).
+// Names an accepted request (returned by every submit); never 0. Unique among the requests in
+// flight; a finished request's id is not reused until its slot has been taken 2^32 - 1 times more
+// (an id is a slot of the engine's request slab, its generation, and the group).
 using TransferId = uint64_t;
 
 // Receives one message posted with submit_send. The bytes are valid only during the call.

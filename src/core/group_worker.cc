@@ -40,6 +40,7 @@ GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, Completi
   std::vector<std::string> names;
   for (const transport::DomainSpec& spec : config_.domains) names.push_back(spec.interface_name);
   metrics_.set_domain_names(std::move(names));
+  if (config_.record_submit_latency) submit_latencies_.reserve(kLatencyReserve);
 }
 
 void GroupWorker::add_stats(EngineStats& s) const {

@@ -4,6 +4,7 @@
 // to the callback thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <future>
@@ -122,7 +123,13 @@ class GroupWorker {
   Status cancel(uint64_t id);
   std::vector<PeerStatus> peer_status();
   // Submit-call-to-first-WR-posted latencies recorded so far (ns); clears them.
-  std::vector<uint32_t> take_submit_latencies() { return std::exchange(submit_latencies_, {}); }
+  // (The record keeps its capacity: a sample pushed inside the measured interval must not pay
+  // for the vector's growth.)
+  std::vector<uint32_t> take_submit_latencies() {
+    std::vector<uint32_t> out = std::exchange(submit_latencies_, {});
+    submit_latencies_.reserve(std::max<size_t>(out.capacity(), kLatencyReserve));
+    return out;
+  }
 
  private:
   // --- progress ownership --------------------------------------------------------------------
@@ -282,6 +289,7 @@ class GroupWorker {
   std::vector<std::shared_ptr<RecvPool>> recv_pools_;
   std::vector<RecvSlot*> recvs_to_post_;
   std::vector<transport::Event> events_;
+  static constexpr size_t kLatencyReserve = 1 << 16;
   std::vector<uint32_t> submit_latencies_;
   // Liveness probe: per-domain control buffers (receive slots, then send slots).
   struct ControlBuffers {
