@@ -149,18 +149,26 @@ TEST(CancelStates, AStaleIdDoesNotCancelTheRequestThatReusedItsSlot) {
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(p.writer->cancel(*first).ok());
   ASSERT_TRUE(first_done.wait_for(1, 2s));
-  std::this_thread::sleep_for(50ms);  // the worker gives the request back just after its completion
+  // The worker gives a request back just after its completion: submit (and cancel) until a
+  // request lands in the first one's slot. Nothing is posted meanwhile (the gate is closed).
   Status outcome;
   std::mutex mu;
   CompletionCounter second_done;
-  Result<TransferId> second = p.writer->submit_paged_writes(p.all_pages(921), Completion::callback([&](const Status& s) {
-    std::lock_guard lock(mu);
-    outcome = s;
-    second_done.done.fetch_add(1);
-  }));
-  ASSERT_TRUE(second.ok());
+  Result<TransferId> second = invalid_argument("not submitted");
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    second = p.writer->submit_paged_writes(p.all_pages(921), Completion::callback([&](const Status& s) {
+      std::lock_guard lock(mu);
+      outcome = s;
+      second_done.done.fetch_add(1);
+    }));
+    ASSERT_TRUE(second.ok());
+    if ((*second & 0xffffffffu) == (*first & 0xffffffffu)) break;
+    ASSERT_TRUE(p.writer->cancel(*second).ok());
+    ASSERT_TRUE(second_done.wait_for(1, 2s));
+    second_done.done.store(0);
+  }
   EXPECT_NE(*second, *first);
-  EXPECT_EQ(*second & 0xffffffffu, *first & 0xffffffffu) << "the second request did not reuse the first's slot";
+  ASSERT_EQ(*second & 0xffffffffu, *first & 0xffffffffu) << "no request reused the first one's slot";
   EXPECT_EQ(p.writer->cancel(*first).code(), ErrorCode::kNotFound);
   p.gate->open = true;
   ASSERT_TRUE(second_done.wait_for(1, 10s));

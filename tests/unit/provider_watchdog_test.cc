@@ -286,11 +286,18 @@ TEST(ProviderWatchdog, AStuckCallbackThreadIsReplacedAndCallbacksKeepRunning) {
                                    finished.fetch_add(1);
                                    st.only = std::this_thread::get_id();
                                    st.hang.arm();
-                                   // Spaced out: on a loaded machine a worker descheduled while it
-                                   // holds the group would otherwise see every try of a burst lose.
+                                   // Each submit after the previous one's WR was posted: with nothing
+                                   // queued, a submit posts on this thread as soon as it wins the
+                                   // group (on a loaded machine every try of a burst could lose to a
+                                   // worker that is descheduled while it holds the group).
                                    for (int i = 1; i <= kMore && st.hang.stuck.load() == 0; ++i) {
                                      (void)(*engine)->submit_write(write, sink(i));
-                                     std::this_thread::sleep_for(100us);
+                                     const auto until = std::chrono::steady_clock::now() + 2s;
+                                     while (st.hang.stuck.load() == 0 &&
+                                            (*engine)->stats().wrs_posted < static_cast<uint64_t>(i) + 1 &&
+                                            std::chrono::steady_clock::now() < until) {
+                                       std::this_thread::yield();
+                                     }
                                    }
                                  }))
                   .ok());
