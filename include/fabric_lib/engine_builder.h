@@ -51,11 +51,18 @@ class TransferEngineBuilder {
   // A submit that finds its group's worker between passes or asleep posts its WRs on the calling
   // thread instead of handing the request over (default true): submit-to-post without a thread
   // hop. Completions are reaped by the worker, or by a thread that calls TransferEngine::progress().
-  // Off: every request goes through the worker, and progress() does nothing. Caveat: a provider
-  // call that never returns (see docs/failure-semantics.md,
-  // "A provider that never returns") then strands the thread that made it, which may be the
-  // submitter's; the group is still given up on and stop() still returns.
+  // Off: every request goes through the worker, and progress() does nothing. Never on for a group
+  // whose provider may block forever in a call when a peer dies (shm): there the worker makes
+  // every call, so only it can be stranded. Caveat elsewhere: a provider call that never returns
+  // (docs/failure-semantics.md, "A provider that never returns") strands the thread that made it,
+  // which may be the submitter's; the group is still given up on and stop() still returns.
   TransferEngineBuilder& post_on_caller_thread(bool on);
+  // Default false. On: post_on_caller_thread and progress() apply to shm too, whose calls may
+  // never return once a peer dies holding a lock in its shared memory. A peer killed at the wrong
+  // moment then strands the submitting (or progress()-calling) thread for good — the group is
+  // given up on, the thread is not. For hosts where a dead peer ends the job anyway; it makes an
+  // shm submit about 1 us instead of the worker's wake-up (docs/benchmarks.md).
+  TransferEngineBuilder& trust_provider_calls(bool on);
   // Caps the WRs outstanding per domain (default: the provider's tx queue size).
   TransferEngineBuilder& max_inflight_per_domain(size_t n);
   // Largest submit_send message (default 64 KiB).

@@ -128,7 +128,8 @@ class TransferEngine {
   // as the completions free it, within one pass's budget per domain. Returns how many
   // events it handled. Never blocks: 0 when a worker (or another caller) holds a group at the
   // moment — it then does that work itself — after stop(), and always with
-  // post_on_caller_thread(false). The worker stays the progress engine: nothing needs this call.
+  // post_on_caller_thread(false) or on shm (whose calls may never return once a peer dies: only
+  // the worker makes them). The worker stays the progress engine: nothing needs this call.
   // On the same-host IPC backend a poll also runs host-memory copies (docs/gpu.md), here then.
   size_t progress(size_t max_events = 64);
 

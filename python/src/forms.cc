@@ -221,7 +221,8 @@ void bind_forms(py::class_<PyEngine>& cls) {
            "imms, messages) and applies their counts, flags and expectations here, without waiting\n"
            "for the worker thread; callbacks still run on the callback thread. Returns how many\n"
            "events it handled (0 when the worker holds the engine at the moment: it does the work\n"
-           "then). Never blocks; for loops that spin on an imm count. StoppedError after stop().")
+           "then; always 0 on shm, whose calls only the worker makes). Never blocks; for loops that\n"
+           "spin on an imm count. StoppedError after stop().")
       .def("submit_send_from", &E::submit_send_from, py::arg("addr"), py::arg("src_mr"), py::arg("offset"),
            py::arg("length"), py::arg("on_done") = py::none(), py::arg("on_error") = py::none(), py::kw_only(),
            py::arg("timeout") = py::none(),

@@ -1,5 +1,6 @@
 #include "core/engine_core.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "base/log.h"
@@ -64,6 +65,7 @@ Status EngineCore::start() {
     config.probe_misses = options_.probe_misses;
     config.on_health_event = options_.on_health_event;
     config.post_on_caller = options_.post_on_caller;
+    config.trust_provider_calls = options_.trust_provider_calls;
     config.detailed_metrics = options_.metrics;
     config.record_submit_latency = options_.record_submit_latency;
     std::unique_ptr<GroupWorker, DeleteUnlessAbandoned> worker(
@@ -85,7 +87,9 @@ Status EngineCore::start() {
   accepting_.store(true, std::memory_order_seq_cst);
   // Adaptive engines: the callback thread reaps while callbacks flow (CompletionDispatcher::
   // set_reaper). A spinning worker already reaps at once, and would only contend with it.
-  if (options_.idle_policy == IdlePolicy::kAdaptive && options_.post_on_caller) {
+  const bool callers_post =
+      std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->callers_may_post(); });
+  if (options_.idle_policy == IdlePolicy::kAdaptive && callers_post) {
     dispatcher_->set_reaper([this] { return progress(64); });
   }
   return ok_status();

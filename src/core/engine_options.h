@@ -33,6 +33,7 @@ struct EngineOptions {
   uint32_t probe_misses = 3;
   HealthCallback on_health_event;
   bool post_on_caller = true;
+  bool trust_provider_calls = false;  // post_on_caller even where a call may hang (TransferEngineBuilder)
 
   size_t domains_per_group() const { return groups.empty() ? 0 : groups[0].size(); }
 };

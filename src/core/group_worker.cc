@@ -117,6 +117,8 @@ Status GroupWorker::open_domains() {
     // forever) must leave room for the others.
     state.max_inflight_per_path = std::max<size_t>(1, state.max_inflight - state.max_inflight / 8);
     state.wrs_per_pass = std::max<size_t>(1, info.wrs_per_pass);
+    // Set before start() returns (the promise orders it before any submit reads it).
+    if (info.calls_may_hang_on_dead_peer && !config_.trust_provider_calls) config_.post_on_caller = false;
     addresses_.push_back(state.domain->address());
     infos_.push_back(info);
     raw_domains_.push_back(state.domain.get());

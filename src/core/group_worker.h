@@ -55,6 +55,7 @@ struct GroupWorkerConfig {
   uint32_t probe_misses = 3;
   HealthCallback on_health_event;
   bool post_on_caller = true;  // submitters may post on their own thread (own())
+  bool trust_provider_calls = false;  // ... even on domains whose calls may hang (calls_may_hang_on_dead_peer)
   bool detailed_metrics = true;  // latency histograms and per-peer metrics (worker_metrics.h)
   bool record_submit_latency = false;  // take_submit_latencies()
 };
@@ -102,6 +103,11 @@ class GroupWorker {
   size_t num_domains() const { return config_.domains.size(); }
   const std::vector<std::vector<uint8_t>>& addresses() const { return addresses_; }
   const std::vector<transport::DomainInfo>& infos() const { return infos_; }
+  // Whether other threads may make this group's provider calls (post_on_caller,
+  // progress_on_caller): as configured, unless a domain's calls may never return
+  // (DomainInfo::calls_may_hang_on_dead_peer) and the builder did not trust them anyway
+  // (trust_provider_calls). Fixed once start() succeeded.
+  bool callers_may_post() const { return config_.post_on_caller; }
   // Adds this group's counters to `s` (any thread, once start() succeeded): its WorkerMetrics
   // and the domain stacks' DomainCounters.
   void add_stats(EngineStats& s) const;

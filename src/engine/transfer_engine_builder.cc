@@ -59,6 +59,10 @@ TransferEngineBuilder& TransferEngineBuilder::post_on_caller_thread(bool on) {
   options_->core.post_on_caller = on;
   return *this;
 }
+TransferEngineBuilder& TransferEngineBuilder::trust_provider_calls(bool on) {
+  options_->core.trust_provider_calls = on;
+  return *this;
+}
 TransferEngineBuilder& TransferEngineBuilder::max_inflight_per_domain(size_t n) {
   options_->core.max_inflight_per_domain = n;
   return *this;

@@ -43,6 +43,12 @@ struct DomainInfo {
   // The provider reports FI_HMEM: it may register GPU memory (kCuda). Whether it really can is
   // known at the first such registration (Debian's shm reports FI_HMEM without CUDA support).
   bool hmem = false;
+  // A call into this provider may never return once a peer dies (libfabric 1.17's shm spins on a
+  // lock the killed peer held in its shared memory: docs/failure-semantics.md). The engine then
+  // makes every provider call of the group on its worker thread, which the watchdog can give up
+  // on, and none on an application's thread (no posting on the submitter's thread, progress()
+  // does nothing): a stranded submitter would be a hang in the application.
+  bool calls_may_hang_on_dead_peer = false;
 };
 
 // Counters a domain stack keeps about its own behaviour, for EngineStats (summed over a group's

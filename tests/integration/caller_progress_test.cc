@@ -24,7 +24,7 @@ size_t drain(CompletionQueue& queue, std::vector<uint32_t>& seen, size_t& errors
 }
 
 // One write at a time, each waited for by spinning on progress(): the caller reaps some of the
-// completions itself (a no-op progress() would hand back 0 every time), every request completes
+// completions itself (a no-op progress() would hand back 0 every time; on shm it must), every request completes
 // exactly once, and the target counted every imm once.
 TEST_P(CallerProgressTest, SpinningOnProgressReapsCompletionsExactlyOnce) {
   CompletionQueue queue;  // before the engine, which reports to it until stopped
@@ -57,7 +57,13 @@ TEST_P(CallerProgressTest, SpinningOnProgressReapsCompletionsExactlyOnce) {
   EXPECT_EQ(finished, kWrites);
   EXPECT_EQ(errors, 0u);
   for (size_t i = 0; i < kWrites; ++i) EXPECT_EQ(seen[i], 1u) << "request " << i;
-  EXPECT_GT(handled, 0u) << "progress() never handled an event on the caller's thread";
+  if (GetParam().provider == "shm") {
+    // shm's calls may never return once a peer dies (DomainInfo::calls_may_hang_on_dead_peer):
+    // the engine makes none of them on an application thread, so progress() does nothing there.
+    EXPECT_EQ(handled, 0u) << "progress() made a provider call of shm on the caller's thread";
+  } else {
+    EXPECT_GT(handled, 0u) << "progress() never handled an event on the caller's thread";
+  }
   EXPECT_LE(handled, 2 * kWrites) << "more events than the writes could have made";
   EXPECT_EQ(agent.expect_exactly(13, kWrites), "ok");
   EXPECT_EQ(agent.hash(0, kWrites * kBytes), hash_hex(src.bytes.data(), kWrites * kBytes));

@@ -99,6 +99,51 @@ class CallbackThreadHang final : public testing::ForwardingDomain {
   bool has_deferred_work() const override { return false; }
 };
 
+// A provider that says its calls may never return (DomainInfo::calls_may_hang_on_dead_peer, as
+// libfabric's shm does): post_write blocks on the worker while armed; on any other thread it
+// counts the call and fails it instead of blocking, so that the test fails rather than hangs
+// (or forwards it: fail_on_submitter).
+class HangsAndSaysSo final : public testing::ForwardingDomain {
+ public:
+  struct State {
+    Hang hang;
+    std::atomic<std::thread::id> submitter{};
+    std::atomic<int> posts_on_submitter{0};
+    std::atomic<bool> fail_on_submitter{true};  // false: forward the submitter's calls too
+  };
+  static State& state() {
+    static State* s = new State;  // never destroyed: the parked worker may look at it
+    return *s;
+  }
+  explicit HangsAndSaysSo(std::unique_ptr<transport::Domain> inner) : ForwardingDomain(std::move(inner)) {
+    info_ = ForwardingDomain::info();
+    info_.calls_may_hang_on_dead_peer = true;
+  }
+  const transport::DomainInfo& info() const override { return info_; }
+  bool supports_control() const override { return false; }
+  transport::PostResult post_write(const transport::WriteWr& wr, Status* e) override {
+    if (std::this_thread::get_id() == state().submitter.load()) {
+      state().posts_on_submitter.fetch_add(1);
+      if (!state().fail_on_submitter.load()) return inner_->post_write(wr, e);
+      if (e) *e = Status(ErrorCode::kProviderError, "posted on the submitter's thread");
+      return transport::PostResult::kFailed;
+    }
+    if (state().hang.maybe_block()) {
+      if (e) *e = Status(ErrorCode::kProviderError, "released");
+      return transport::PostResult::kFailed;
+    }
+    return inner_->post_write(wr, e);
+  }
+  size_t poll(std::vector<transport::Event>& out, size_t max) override {
+    if (std::this_thread::get_id() == state().submitter.load()) state().posts_on_submitter.fetch_add(1);
+    return inner_->poll(out, max);
+  }
+  bool has_deferred_work() const override { return false; }
+
+ private:
+  transport::DomainInfo info_;
+};
+
 TEST(ProviderCallGuard, AbandonsOnlyAThreadStillInsideTheSameCall) {
   transport::ProviderCallGuard watch;
   EXPECT_FALSE(watch.try_abandon(watch.sample()));  // not inside a call
@@ -331,6 +376,96 @@ TEST(ProviderWatchdog, AStuckCallbackThreadIsReplacedAndCallbacksKeepRunning) {
   EXPECT_TRUE((*engine)->stop().ok());
   engine->reset();
   st.hang.release();  // the stuck callback thread leaves the call and parks for good
+}
+
+// The tests of HangsAndSaysSo: a tcp target, and an engine whose one domain is wrapped in it.
+class ProviderThatMayHang : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto target = TransferEngineBuilder().provider("tcp").domains_per_group(1).build();
+    ASSERT_TRUE(target.ok()) << target.status().to_string();
+    target_ = std::move(target).value();
+    auto reg = target_->register_memory(dst_.data(), dst_.size(), Access::kRemoteWrite);
+    ASSERT_TRUE(reg.ok());
+    dst_desc_ = reg->desc;
+    HangsAndSaysSo::state().submitter = std::this_thread::get_id();
+    HangsAndSaysSo::state().posts_on_submitter = 0;
+  }
+  // Builds the engine from `builder` over HangsAndSaysSo; its 4 KiB source holds `fill`.
+  void build(TransferEngineBuilder& builder, uint8_t fill) {
+    BuilderAccess::set_domain_decorator(
+        builder, [](std::unique_ptr<transport::Domain> inner) { return std::make_unique<HangsAndSaysSo>(std::move(inner)); });
+    auto engine = builder.build();
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    engine_ = std::move(engine).value();
+    src_.assign(4096, fill);
+    auto reg = engine_->register_memory(src_.data(), src_.size(), Access::kLocalOnly);
+    ASSERT_TRUE(reg.ok());
+    write_ = {reg->handle, 0, dst_desc_, 0, src_.size()};
+  }
+
+  CompletionCounter before_, during_;  // before the engine, which reports to them until stopped
+  std::vector<uint8_t> dst_ = std::vector<uint8_t>(1 << 20, 0);
+  std::vector<uint8_t> src_;
+  std::unique_ptr<TransferEngine> target_, engine_;
+  MrDesc dst_desc_;
+  WriteRequest write_;
+};
+
+// On a provider whose calls may never return, no provider call is made on the application's
+// threads even with caller-thread posting on (the default): a submit never strands its caller
+// in a call that hangs — the worker makes them all, and the watchdog can give it up.
+TEST_F(ProviderThatMayHang, ASubmitterNeverEntersItsCalls) {
+  HangsAndSaysSo::State& st = HangsAndSaysSo::state();
+  TransferEngineBuilder builder;
+  builder.provider("tcp").domains_per_group(1).stall_timeout(300ms).idle_policy(IdlePolicy::kSpin);
+  ASSERT_NO_FATAL_FAILURE(build(builder, 5));
+
+  // Writes work, posted and reaped by the worker only; progress() does nothing here.
+  size_t handled = 0;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(engine_->submit_write(write_, Completion::counter(before_)).ok());
+    handled += engine_->progress();
+  }
+  ASSERT_TRUE(before_.wait_for(200, 10s));
+  EXPECT_EQ(before_.errors.load(), 0u);
+  EXPECT_EQ(handled, 0u);
+  EXPECT_EQ(dst_[0], 5);
+
+  // The provider stops returning: submits still return, and their requests fail with the group.
+  st.hang.arm();
+  for (int i = 0; i < 200; ++i) {
+    auto id = engine_->submit_write(write_, Completion::counter(during_));
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+  }
+  ASSERT_TRUE(during_.wait_for(200, 20s)) << "requests of a stuck group must not wait forever";
+  EXPECT_EQ(during_.errors.load(), 200u);
+  EXPECT_EQ(engine_->stats().groups_abandoned, 1u);
+  EXPECT_EQ(st.posts_on_submitter.load(), 0) << "a provider call was made on the submitter's thread";
+  EXPECT_TRUE(engine_->stop().ok());
+  engine_.reset();  // leaves the stuck worker behind
+  st.hang.release();
+}
+
+// trust_provider_calls(true) takes the engine at its word that the provider's calls return:
+// submits on such a provider post on the submitter's thread again, and every write lands.
+TEST_F(ProviderThatMayHang, TrustedCallsArePostedOnTheSubmitter) {
+  HangsAndSaysSo::State& st = HangsAndSaysSo::state();
+  st.fail_on_submitter = false;
+  TransferEngineBuilder builder;
+  builder.provider("tcp").domains_per_group(1).trust_provider_calls(true);
+  ASSERT_NO_FATAL_FAILURE(build(builder, 6));
+  // One at a time: with nothing queued, a submit posts on this thread once it wins the group
+  // (a worker that holds it at that moment takes the request instead: some, not all, land here).
+  for (uint64_t i = 0; i < 200; ++i) {
+    ASSERT_TRUE(engine_->submit_write(write_, Completion::counter(before_)).ok());
+    ASSERT_TRUE(before_.wait_for(i + 1, 10s));
+  }
+  EXPECT_EQ(before_.errors.load(), 0u);
+  EXPECT_EQ(dst_[4095], 6);
+  EXPECT_GT(st.posts_on_submitter.load(), 0) << "no submit posted on the submitter's thread";
+  EXPECT_TRUE(engine_->stop().ok());
+  st.fail_on_submitter = true;
 }
 
 }  // namespace

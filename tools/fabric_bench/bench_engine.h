@@ -13,6 +13,7 @@ struct EngineConfig {
   size_t domains = 1;
   std::string interface_name;  // "" = the provider's default NIC
   bool spin = false;           // IdlePolicy::kSpin (the initiator's choice; targets stay adaptive)
+  bool trust = false;          // TransferEngineBuilder::trust_provider_calls (--trust-provider-calls)
 };
 
 // Builds an engine for `config`. `record_submit_latency` turns on the engine's submit-to-post
@@ -24,6 +25,7 @@ Result<std::unique_ptr<TransferEngine>> build_bench_engine(const EngineConfig& c
 // "setup" command words and back (interface "" travels as "-").
 std::string encode_engine_config(const EngineConfig& config);
 Result<EngineConfig> decode_engine_config(const std::string& provider, const std::string& domains,
-                                          const std::string& interface_name, const std::string& spin);
+                                          const std::string& interface_name, const std::string& spin,
+                                          const std::string& trust);
 
 }  // namespace fabric_lib::bench

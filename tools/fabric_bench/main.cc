@@ -80,6 +80,7 @@ Status run_configuration(const BenchOptions& o, PeerLink& peer, size_t domains, 
   config.domains = domains;
   config.interface_name = o.interface_name;
   config.spin = o.spin;
+  config.trust = o.trust_provider_calls;
   Initiator init(o, peer, config, progress);
   FABRIC_LIB_RETURN_IF_ERROR(init.start());
   progress.note("provider " + init.provider() + ", " + std::to_string(domains) + " domain(s), interface " +
@@ -166,6 +167,9 @@ int main(int argc, char** argv) {
   app.add_flag("--spin", o.spin,
                "initiator engine busy-polls (IdlePolicy::kSpin) instead of adaptive; needs spare cores (an idle "
                "spinning engine also slows the raw runs)");
+  app.add_flag("--trust-provider-calls", o.trust_provider_calls,
+               "both sides' engines post and poll on application threads on shm too "
+               "(TransferEngineBuilder::trust_provider_calls; off: only the worker calls shm)");
   app.add_flag("--target-spin", o.target_spin,
                "target engines busy-poll too (as the raw target does during raw runs); needs spare cores");
   app.add_option("--drive", o.drive,

@@ -18,6 +18,7 @@ struct BenchOptions {
   std::vector<size_t> domains = {1};    // one full sweep per entry (domain scaling)
   bool spin = false;                    // initiator engine: IdlePolicy::kSpin instead of kAdaptive
   bool target_spin = false;             // target engines likewise
+  bool trust_provider_calls = false;    // TransferEngineBuilder::trust_provider_calls on both sides
   // How single/paged runs keep the window full: "callback" (each completion callback submits the
   // next request) or "poll" (the calling thread polls a CompletionCounter and submits).
   std::string drive = "callback";

@@ -118,8 +118,8 @@ void Target::teardown() {
 }
 
 Status Target::setup(const std::vector<std::string>& w) {
-  if (w.size() != 5) return invalid_argument("setup wants 4 arguments");
-  Result<EngineConfig> config = decode_engine_config(w[1], w[2], w[3], w[4]);
+  if (w.size() != 6) return invalid_argument("setup wants 5 arguments");
+  Result<EngineConfig> config = decode_engine_config(w[1], w[2], w[3], w[4], w[5]);
   if (!config.ok()) return config.status();
   teardown();
   config_ = *config;

@@ -129,6 +129,7 @@ Status LibfabricDomain::open_resources(const LibfabricDomainOptions& options) {
   info_.max_msg_bytes = fi_->ep_attr->max_msg_size;
   info_.delivery_complete = (fi_->tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
   info_.hmem = (fi_->caps & FI_HMEM) != 0;
+  info_.calls_may_hang_on_dead_peer = info_.provider == "shm";
   tagged_ = (fi_->caps & FI_TAGGED) != 0;
   for (const char* p : {"tcp", "sockets", "udp", "net"}) {
     if (info_.provider.rfind(p, 0) == 0) socket_provider_ = true;
