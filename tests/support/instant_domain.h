@@ -17,6 +17,9 @@ class InstantDomain final : public ForwardingDomain {
   // `inner` may be null for a baseline that only posts and polls.
   explicit InstantDomain(std::unique_ptr<transport::Domain> inner) : ForwardingDomain(std::move(inner)) {
     if (inner_) info_ = inner_->info();
+    // Its WRITEs never reach the provider and its users have no peer that can die: application
+    // threads may call it (what engine-overhead-bench and the alloc and locked-out tests measure).
+    info_.calls_may_hang_on_dead_peer = false;
     // A ring of completed contexts, sized once: the decorator itself allocates nothing per WR
     // (beyond its capacity a post answers kAgain, as a full provider queue would).
     done_.resize(kCapacity);
