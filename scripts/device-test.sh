@@ -20,8 +20,9 @@
 #           contiguous copy_ of 4096 scattered pages (scripts/device-ipc-gather.sh), alone.
 #   ipcprofile (not by default) where a paged write's time goes on this machine's CPU: the
 #           engine's and the ipc domain's work per WR (scripts/device-ipc-profile.sh).
-#   hostbench (not by default) fabric-bench on host memory (tcp, shm; 1 and 4 domains; every mode)
-#           with this machine's cores: scripts/device-hostbench.sh.
+#   hostbench (not by default) fabric-bench on host memory (tcp, shm; 1 and 4 domains; every mode;
+#           shm's latency modes again with --trust-provider-calls) with this machine's cores:
+#           scripts/device-hostbench.sh.
 #   kv      (not by default) the KV-transfer app: its tests, the GPU end-to-end test (CUDA graph,
 #           UVM watcher, IPC backend) and its benchmarks; scripts/device-kv.sh says what. Run it
 #           alone: FABRIC_LIB_DEVICE_STEPS=kv.

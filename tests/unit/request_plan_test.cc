@@ -170,7 +170,9 @@ TEST(ShardPlanner, PlanPagedCoversEveryPageOnce) {
 // documented domains; imm_count_of(request, t, N) == WRs with target t.
 TEST(ShardPlanner, PlanScatterAndImmCounts) {
   std::mt19937_64 rng(31337);
-  const std::vector<uint64_t> target_lengths = {0, 1, 4096, 64 * KiB - 1, 64 * KiB + 1, 300 * KiB, MiB + 3};
+  // Around the two-shard bound too (128 KiB is the shortest target split in two).
+  const std::vector<uint64_t> target_lengths = {0,          1,          4096,      64 * KiB - 1, 64 * KiB + 1,
+                                                128 * KiB - 1, 128 * KiB, 300 * KiB, MiB + 3};
   for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{16}}) {
     for (const Route& route : test_routes(n)) {
       for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
