@@ -98,8 +98,9 @@ class TransferEngineBuilder {
   TransferEngineBuilder& liveness_probe(std::chrono::nanoseconds interval, uint32_t misses);
   // Called on the callback thread when a path or peer fails or recovers.
   TransferEngineBuilder& on_health_event(HealthCallback callback);
-  // Records the submit-call-to-first-post latency of every request (benchmarks; costs one clock
-  // read per submit). Read it with TransferEngine::take_submit_latencies_ns().
+  // Records the submit-call-to-first-post latency and the posting time (to the last WR posted)
+  // of every request (benchmarks; costs one clock read per submit and two per request posted).
+  // Read them with TransferEngine::take_submit_latencies_ns() and take_posting_times_ns().
   TransferEngineBuilder& record_submit_latency(bool on);
   // --- observability (docs/operations.md) ---
   // Latency histograms (request, submit-to-post, per-peer WR) and per-peer metrics (default

@@ -165,6 +165,10 @@ class TransferEngine {
   // With TransferEngineBuilder::record_submit_latency(true): the time from each submit call's
   // start to its first WR handed to the provider, in ns, since the last call (then cleared).
   std::vector<uint32_t> take_submit_latencies_ns();
+  // With record_submit_latency(true) too: each request's posting time, from the submit call's
+  // start to its last WR handed to the provider, in ns, taken on the posting thread's clock,
+  // since the last call (then cleared). A request that failed before posting all its WRs has none.
+  std::vector<uint32_t> take_posting_times_ns();
   // Health of every peer `group` has talked to.
   std::vector<PeerStatus> peer_status(size_t group = 0);
 

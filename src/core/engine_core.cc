@@ -562,18 +562,22 @@ void EngineCore::shutdown_workers() {
   registry_.clear();
 }
 
-std::vector<uint32_t> EngineCore::take_submit_latencies_ns() {
+std::vector<uint32_t> EngineCore::take_latencies_ns(std::vector<uint32_t> (GroupWorker::*take)()) {
   std::vector<uint32_t> all;
   for (auto& worker : workers_) {
     std::vector<uint32_t> part;
     worker->run_sync([&](GroupWorker& w) {
-      part = w.take_submit_latencies();
+      part = (w.*take)();
       return ok_status();
     });
     all.insert(all.end(), part.begin(), part.end());
   }
   return all;
 }
+
+std::vector<uint32_t> EngineCore::take_submit_latencies_ns() { return take_latencies_ns(&GroupWorker::take_submit_latencies); }
+
+std::vector<uint32_t> EngineCore::take_posting_times_ns() { return take_latencies_ns(&GroupWorker::take_posting_times); }
 
 std::vector<PeerStatus> EngineCore::peer_status(size_t group) {
   std::vector<PeerStatus> out;

@@ -85,9 +85,13 @@ class EngineCore {
   Metrics metrics() const;
   MetricsRegistry& metrics_registry() { return app_metrics_; }
   std::vector<uint32_t> take_submit_latencies_ns();
+  std::vector<uint32_t> take_posting_times_ns();
   std::vector<PeerStatus> peer_status(size_t group);
 
  private:
+  // Every worker's record (GroupWorker::take_submit_latencies or take_posting_times), taken on
+  // the worker.
+  std::vector<uint32_t> take_latencies_ns(std::vector<uint32_t> (GroupWorker::*take)());
   // Submits in progress, and the requests submitted by operation type, counted on cache-line
   // stripes chosen per thread, so concurrent submitters do not share (and bounce) one counter;
   // stop() waits until every stripe's `n` is 0.

@@ -40,7 +40,10 @@ GroupWorker::GroupWorker(GroupWorkerConfig config, ImmCountTable& imms, Completi
   std::vector<std::string> names;
   for (const transport::DomainSpec& spec : config_.domains) names.push_back(spec.interface_name);
   metrics_.set_domain_names(std::move(names));
-  if (config_.record_submit_latency) submit_latencies_.reserve(kLatencyReserve);
+  if (config_.record_submit_latency) {
+    submit_latencies_.reserve(kLatencyReserve);
+    posting_times_.reserve(kLatencyReserve);
+  }
 }
 
 void GroupWorker::add_stats(EngineStats& s) const {
@@ -379,6 +382,11 @@ void GroupWorker::note_first_post(const Request& r) {
     submit_latencies_.push_back(static_cast<uint32_t>(std::min<int64_t>(now - r.submit_ns, UINT32_MAX)));
   }
   if (metrics_.detailed()) metrics_.op(r.op).submit_to_post.record(now - r.submit_ns);
+}
+
+void GroupWorker::note_all_posted(const Request& r) {
+  if (!config_.record_submit_latency || posting_times_.size() >= kMaxLatencySamples) return;
+  posting_times_.push_back(static_cast<uint32_t>(std::min<int64_t>(monotonic_ns() - r.submit_ns, UINT32_MAX)));
 }
 
 void GroupWorker::count_wr_end(uint8_t op, const PeerEntry& peer, size_t e, ErrorCode code, uint64_t bytes,

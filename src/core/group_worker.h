@@ -129,13 +129,10 @@ class GroupWorker {
   Status cancel(uint64_t id);
   std::vector<PeerStatus> peer_status();
   // Submit-call-to-first-WR-posted latencies recorded so far (ns); clears them.
-  // (The record keeps its capacity: a sample pushed inside the measured interval must not pay
-  // for the vector's growth.)
-  std::vector<uint32_t> take_submit_latencies() {
-    std::vector<uint32_t> out = std::exchange(submit_latencies_, {});
-    submit_latencies_.reserve(std::max<size_t>(out.capacity(), kLatencyReserve));
-    return out;
-  }
+  std::vector<uint32_t> take_submit_latencies() { return take_record(submit_latencies_); }
+  // Submit-call-to-last-WR-posted times (a request's whole posting, on the posting thread's
+  // clock) recorded so far (ns); clears them.
+  std::vector<uint32_t> take_posting_times() { return take_record(posting_times_); }
 
  private:
   // --- progress ownership --------------------------------------------------------------------
@@ -217,6 +214,8 @@ class GroupWorker {
   void deliver(Request* r, const Status& status, bool on_owner = true);
   // Its first WR was posted: the submit-to-post latency (benchmarks, metrics).
   void note_first_post(const Request& r);
+  // The request's last WR was handed to the provider (record_submit_latency: its posting time).
+  void note_all_posted(const Request& r);
   // The metrics of `wrs` WRs of `bytes` each that ended: `ok`, or failed with `code` (abandoned
   // by their path too).
   void count_wr_end(uint8_t op, const PeerEntry& peer, size_t e, ErrorCode code, uint64_t bytes, int64_t posted_ns,
@@ -297,6 +296,14 @@ class GroupWorker {
   std::vector<transport::Event> events_;
   static constexpr size_t kLatencyReserve = 1 << 16;
   std::vector<uint32_t> submit_latencies_;
+  std::vector<uint32_t> posting_times_;
+  // (A record keeps its capacity: a sample pushed inside the measured interval must not pay for
+  // the vector's growth.)
+  static std::vector<uint32_t> take_record(std::vector<uint32_t>& record) {
+    std::vector<uint32_t> out = std::exchange(record, {});
+    record.reserve(std::max<size_t>(out.capacity(), kLatencyReserve));
+    return out;
+  }
   // Liveness probe: per-domain control buffers (receive slots, then send slots).
   struct ControlBuffers {
     BufferBlock block;

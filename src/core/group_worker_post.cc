@@ -199,6 +199,7 @@ bool GroupWorker::post_pending(size_t d) {
         r->first_posted = true;
         if (r->submit_ns != 0) note_first_post(*r);
       }
+      if (r->unposted == 0 && r->submit_ns != 0) note_all_posted(*r);
     }
     if (result == transport::PostResult::kAgain) break;
     if (result == transport::PostResult::kFailed) {  // the WR after the posted ones was refused

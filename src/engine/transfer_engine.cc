@@ -142,6 +142,7 @@ bool TransferEngine::stopped() const { return impl_->core->stopped(); }
 bool TransferEngine::on_callback_thread() const { return impl_->core->on_callback_thread(); }
 EngineStats TransferEngine::stats() const { return impl_->core->stats(); }
 std::vector<uint32_t> TransferEngine::take_submit_latencies_ns() { return impl_->core->take_submit_latencies_ns(); }
+std::vector<uint32_t> TransferEngine::take_posting_times_ns() { return impl_->core->take_posting_times_ns(); }
 std::vector<PeerStatus> TransferEngine::peer_status(size_t group) { return impl_->core->peer_status(group); }
 Metrics TransferEngine::metrics() const { return impl_->core->metrics(); }
 MetricsRegistry& TransferEngine::metrics_registry() { return impl_->core->metrics_registry(); }

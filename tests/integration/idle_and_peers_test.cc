@@ -95,23 +95,38 @@ TEST_P(IdleAndPeersTest, ForgottenPeerIsReinsertedOnNextUse) {
   EXPECT_EQ(agent.hash(0, 8192), hash_hex(src.bytes.data(), 8192));
 }
 
-// record_submit_latency(true) yields one submit-to-first-post sample per request; off, none.
+// record_submit_latency(true) yields one submit-to-first-post sample and one posting time (to the
+// last WR posted) per request; off, none.
 TEST_P(IdleAndPeersTest, SubmitLatenciesAreRecordedWhenAsked) {
   AgentProcess agent(GetParam(), 8192);
   ASSERT_TRUE(agent.started());
   for (bool on : {true, false}) {
-    Outcomes out(100);  // before the engine, which may call it until stopped
+    Outcomes out(101);  // before the engine, which may call it until stopped
     auto engine = GetParam().builder().record_submit_latency(on).build();
     ASSERT_TRUE(engine.ok());
     SourceBuffer src(**engine, 8192, 83);
     for (size_t i = 0; i < 100; ++i) {
       ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 64}, out.sink(i)).ok());
     }
-    EXPECT_TRUE(out.all_ok());
+    EXPECT_TRUE(out.wait_until(100, bounds::kRequests));
     auto samples = (*engine)->take_submit_latencies_ns();
+    auto posting = (*engine)->take_posting_times_ns();
     EXPECT_EQ(samples.size(), on ? 100u : 0u);
-    for (uint32_t ns : samples) EXPECT_LT(ns, 1'000'000'000u);  // each well under a second
+    ASSERT_EQ(posting.size(), samples.size());
+    for (size_t i = 0; i < samples.size(); ++i) {
+      EXPECT_LT(samples[i], 1'000'000'000u);  // each well under a second
+      // One WR each: its first post is its last, the posting time read after the first-post one.
+      EXPECT_GE(posting[i], samples[i]) << "request " << i;
+    }
     EXPECT_TRUE((*engine)->take_submit_latencies_ns().empty());  // taken means cleared
+    EXPECT_TRUE((*engine)->take_posting_times_ns().empty());
+    // A request of several WRs: one sample of each kind, not one per WR or per posting call.
+    ScatterRequest scatter{src.reg.handle};
+    for (uint64_t t = 0; t < 8; ++t) scatter.targets.push_back({64, t * 64, t * 64, agent.desc(), 0});
+    ASSERT_TRUE((*engine)->submit_scatter(std::move(scatter), out.sink(100)).ok());
+    EXPECT_TRUE(out.all_ok());
+    EXPECT_EQ((*engine)->take_submit_latencies_ns().size(), on ? 1u : 0u);
+    EXPECT_EQ((*engine)->take_posting_times_ns().size(), on ? 1u : 0u);
   }
 }
 

@@ -1,8 +1,8 @@
 // scatter: one request to P peers (P engines in the target process), by peer, through a
 // pre-resolved PeerGroup. Posting time = API call until every WR of the request was handed to the
-// provider, on the poster's clock (a submit that posts on the calling thread has posted them all
-// when it returns; otherwise the engine's wrs_posted counter shows when); completion time = API
-// call until its completion. The raw baseline in the same run: a plain loop of fi_writedata, one
+// provider, on the poster's clock (the engine's record, TransferEngine::take_posting_times_ns;
+// scatter-post-observed: the same seen by a thread spinning on stats().wrs_posted, the former
+// measure); completion time = API call until its completion. The raw baseline in the same run: a plain loop of fi_writedata, one
 // per peer into the same P engines' regions, timed the same way (scatter-post-raw,
 // scatter-complete-raw).
 #include <chrono>
@@ -96,44 +96,66 @@ Status run_scatter_mode(Initiator& init, std::vector<Row>& rows) {
     }
     init.note_verified();
 
-    // Timed: one scatter at a time.
+    // Timed: one scatter at a time, in two passes. Pass 0 ("observed"): this thread spins on
+    // stats().wrs_posted until every WR is posted, as fabric-bench measured posting before
+    // 2026-12-02 — a reader, on another core, of the counters the posting thread writes per WR,
+    // which may slow what it measures. Pass 1: this thread only waits for the completion, and the
+    // posting time is the engine's own record (take_posting_times_ns: submit call to last WR
+    // handed to the provider, on the posting thread's clock), as the raw loop's is its own.
     imm = init.next_imm();
-    std::vector<double> post_us, done_us;
     const size_t total = kWarmup + o.latency_iterations;
-    for (size_t i = 0; i < total; ++i) {
-      ScatterRequest r = proto;
-      r.imm = imm;
-      CompletionCounter done;
-      const uint64_t base = engine.stats().wrs_posted;
-      const auto t0 = Clock::now();
-      Result<TransferId> id = engine.submit_scatter(std::move(r), Completion::counter(done));
-      if (!id.ok()) return id.status();
-      // Tight loop (no yield): the worker runs on another core, and a yield would add its
-      // time slice to the measurement.
-      for (uint64_t n = 0; engine.stats().wrs_posted < base + wrs; ++n) {
-        if (done.finished() > 0) break;  // failed before posting everything
-        if ((n & 4095) == 4095 && Clock::now() - t0 > kTimeout) {
-          return Status(ErrorCode::kDeadlineExceeded, "scatter WRs were never posted");
+    std::vector<double> observed_us, done_us;
+    std::vector<uint32_t> posting_ns, first_ns;
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1) {  // drop the verification's and the observed pass's samples
+        engine.take_posting_times_ns();
+        engine.take_submit_latencies_ns();
+      }
+      for (size_t i = 0; i < total; ++i) {
+        ScatterRequest r = proto;
+        r.imm = imm;
+        CompletionCounter done;
+        const uint64_t base = pass == 0 ? engine.stats().wrs_posted : 0;
+        const auto t0 = Clock::now();
+        Result<TransferId> id = engine.submit_scatter(std::move(r), Completion::counter(done));
+        if (!id.ok()) return id.status();
+        // Tight loop (no yield): the worker runs on another core, and a yield would add its
+        // time slice to the measurement.
+        for (uint64_t n = 0; pass == 0 && engine.stats().wrs_posted < base + wrs; ++n) {
+          if (done.finished() > 0) break;  // failed before posting everything
+          if ((n & 4095) == 4095 && Clock::now() - t0 > kTimeout) {
+            return Status(ErrorCode::kDeadlineExceeded, "scatter WRs were never posted");
+          }
         }
+        const auto t1 = Clock::now();
+        uint32_t spins = 0;
+        while (done.finished() < 1) {
+          if (Clock::now() - t0 > kTimeout) return Status(ErrorCode::kDeadlineExceeded, "scatter did not complete");
+          relax(spins);
+        }
+        const auto t2 = Clock::now();
+        if (done.errors.load() != 0) return Status(ErrorCode::kProviderError, "a scatter failed");
+        if (i < kWarmup) continue;
+        if (pass == 0) observed_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        if (pass == 1) done_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
       }
-      const auto t1 = Clock::now();
-      uint32_t spins = 0;
-      while (done.finished() < 1) {
-        if (Clock::now() - t0 > kTimeout) return Status(ErrorCode::kDeadlineExceeded, "scatter did not complete");
-        relax(spins);
-      }
-      const auto t2 = Clock::now();
-      if (done.errors.load() != 0) return Status(ErrorCode::kProviderError, "a scatter failed");
-      if (i < kWarmup) continue;
-      post_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-      done_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
     }
-    for (size_t t = 0; t < peers; ++t) {
+    for (size_t t = 0; t < peers; ++t) {  // both passes' imms
       reply = init.peer().call("peer_check " + std::to_string(t) + " " + std::to_string(imm) + " " +
-                               std::to_string(imms_of[t] * total) + " 0 -");
+                               std::to_string(imms_of[t] * 2 * total) + " 0 -");
       if (!reply.ok()) return reply.status();
     }
-    const std::optional<LatencySummary> post = summarize(post_us), complete = summarize(done_us);
+    posting_ns = engine.take_posting_times_ns();
+    first_ns = engine.take_submit_latencies_ns();
+    auto after_warmup_ns = [](const std::vector<uint32_t>& v) {
+      return std::span<const uint32_t>(v).subspan(std::min(v.size(), kWarmup));
+    };
+    if (posting_ns.size() != total) {
+      return Status(ErrorCode::kInternal, "the engine recorded " + std::to_string(posting_ns.size()) +
+                                              " posting times for " + std::to_string(total) + " scatters");
+    }
+    const std::optional<LatencySummary> post = summarize_ns_as_us(after_warmup_ns(posting_ns));
+    const std::optional<LatencySummary> observed = summarize(observed_us), complete = summarize(done_us);
     // The raw loop, same peers, same bytes, one imm per peer.
     const uint32_t raw_imm = init.next_imm();
     std::vector<double> raw_done_us;
@@ -151,23 +173,21 @@ Status run_scatter_mode(Initiator& init, std::vector<Row>& rows) {
     };
     const std::optional<LatencySummary> raw_post = summarize(after_warmup(*raw_post_us));
     const std::optional<LatencySummary> raw_complete = summarize(after_warmup(raw_done_us));
-    // The engine's own clock of the first WR (taken by the worker itself, so the observer's
-    // scheduling does not enter it): on a crowded machine the wrs_posted observation above can
-    // lag while the receivers' threads hold the cores.
-    const std::vector<uint32_t> first_ns = engine.take_submit_latencies_ns();
-    const std::optional<LatencySummary> first =
-        summarize_ns_as_us(std::span<const uint32_t>(first_ns).subspan(std::min(first_ns.size(), kWarmup + 1)));
+    // The engine's own clock of the first WR (pass 1).
+    const std::optional<LatencySummary> first = summarize_ns_as_us(after_warmup_ns(first_ns));
     auto add_row = [&](const char* mode, const std::optional<LatencySummary>& l) {
       Row row = init.row(mode, peers);
       if (l) row.p50_us = l->p50, row.p99_us = l->p99;
       rows.push_back(row);
     };
     add_row("scatter-post", post);
+    add_row("scatter-post-observed", observed);
     add_row("scatter-complete", complete);
     add_row("scatter-post-raw", raw_post);
     add_row("scatter-complete-raw", raw_complete);
     init.progress().step(init.provider() + " scatter to " + std::to_string(peers) + " peers (" + format_size(bytes) +
-                         " each): post " + us_text(post) + "; complete " + us_text(complete) +
+                         " each): post " + us_text(post) + " (observed through stats(): " + us_text(observed) +
+                         "); complete " + us_text(complete) +
                          "; first WR posted " + us_text(first) + "; raw loop: post " + us_text(raw_post) +
                          ", complete " + us_text(raw_complete));
   }
