@@ -23,7 +23,7 @@ fail() {
 header=$(head -n1 "$out")
 [ "$header" = "mode,provider,domains,size,engine_gbps,raw_gbps,ratio,engine_mops,raw_mops,p50_us,p99_us" ] ||
   fail "CSV header is '$header'"
-for mode in single paged imm imm-raw scatter-post scatter-complete scatter-post-raw scatter-complete-raw submit plain-paged prepared-paged plain-scatter prepared-scatter metrics; do
+for mode in single paged imm imm-raw scatter-post scatter-post-observed scatter-complete scatter-post-raw scatter-complete-raw submit plain-paged prepared-paged plain-scatter prepared-scatter metrics; do
   grep -q "^$mode,[^,]*,$domains," "$out" || fail "no $mode row for $domains domain(s)"
 done
 # single/paged rows carry engine, raw and ratio; latency rows carry p50/p99.
