@@ -129,7 +129,11 @@ class TransferEngine {
   // events it handled. Never blocks: 0 when a worker (or another caller) holds a group at the
   // moment — it then does that work itself — after stop(), and always with
   // post_on_caller_thread(false) or on shm (whose calls may never return once a peer dies: only
-  // the worker makes them). The worker stays the progress engine: nothing needs this call.
+  // the worker makes them). The worker stays the progress engine: nothing needs this call. While
+  // a thread calls it (its last call less than 200 us ago), the worker leaves the polling to that
+  // thread and stands by, under either idle policy — it still accepts queued requests and runs
+  // timers — and polls again once the calls stop: a thread that stops calling it gets its
+  // completions from the worker at most ~200 us later.
   // On the same-host IPC backend a poll also runs host-memory copies (docs/gpu.md), here then.
   size_t progress(size_t max_events = 64);
 

@@ -178,8 +178,14 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
     // Every domain's posts before any poll: a backend whose poll issues what was posted (the ipc
     // backend's GPU copies, shared by a group's domains) then issues a whole pass at once.
     for (size_t d = 0; d < domains_.size(); ++d) busy |= post_pending(d);
+    // While an application thread drives progress(), it reaps: a worker that polled too would
+    // find work on every wake-up, nap at its shortest back-off and take the group's ownership
+    // from that thread again and again (perf on 2 cores: a third of the samples on the worker,
+    // the submitter spinning for ownership in post_on_caller). The worker keeps what only it
+    // does — queued requests, commands, timers — and polls again once the caller stops.
+    const bool caller_reaps = caller_polls(now);
     for (size_t d = 0; d < domains_.size(); ++d) {
-      busy |= poll_domain(d) > 0;
+      if (!caller_reaps) busy |= poll_domain(d) > 0;
       must_poll |= !domains_[d].streams.empty() || domains_[d].domain->has_deferred_work();
       inflight |= domains_[d].inflight > 0;
     }

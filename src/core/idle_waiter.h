@@ -25,7 +25,8 @@ class IdleWaiter {
   // `inflight`: WRs are outstanding (their completions will come). `max_sleep_ns`: the worker
   // has a timer (deadline, stall sweep) due in this long. `caller_polls`: an application thread
   // called TransferEngine::progress() within the spin budget — it is the group's spinner then, so
-  // an adaptive worker blocks at once instead of competing with it for the cores.
+  // the worker naps (under either policy) instead of competing with it for the cores and the
+  // group's ownership.
   // `release` gives the worker's progress ownership up; it is called exactly once, before any
   // sleep (after the last provider call of the pass: ready_to_block). `now_ns` is the pass's one
   // clock read (monotonic_ns()): an idle spinning pass is short enough that a second read shows.
