@@ -94,11 +94,7 @@ void GroupWorker::on_control_recv(size_t d, uint64_t context, const transport::E
     } else if (m->type == ProbeMessage::Type::kPing) {
       // Answer on the same path; the sender may be a peer we never wrote to.
       PeerEntry& peer = peers_.for_main_address(m->key);
-      Path& path = peer.paths[d];
-      if (path.address != m->address) {
-        peers_.drop_handle(peer, d, *domains_[d].domain);
-        path.address = m->address;
-      }
+      peers_.set_address(peer, d, m->address, *domains_[d].domain);
       ProbeMessage pong{ProbeMessage::Type::kPong, static_cast<uint16_t>(d), m->seq, addresses_[0], addresses_[d]};
       send_probe(d, peer, pong);
     } else if (PeerEntry* peer = peers_.find(m->key); peer && peer->paths[d].probe_seq == m->seq) {

@@ -42,16 +42,26 @@ PeerEntry* PeerRegistry::find(std::span<const uint8_t> key) {
 }
 
 PeerEntry& PeerRegistry::for_desc(const MrDesc& desc, std::vector<transport::Domain*>& domains) {
+  // A descriptor's identity: its first domain entry lives in the descriptor's shared, immutable
+  // data, so its address is the same for every copy and unique while any copy is alive.
+  const MrDomainEntry* identity = &desc.domain(0);
+  DescSlot& slot = desc_cache_[(reinterpret_cast<uintptr_t>(identity) >> 4) % kDescSlots];
+  if (slot.peer && &slot.desc.domain(0) == identity && slot.peer->address_epoch == slot.epoch) return *slot.peer;
   PeerEntry& peer = entry(desc.domain(0).address.bytes());
   for (size_t d = 1; d < domains_ && d < desc.num_domains(); ++d) {
-    const std::vector<uint8_t>& address = desc.domain(d).address.bytes();
-    Path& path = peer.paths[d];
-    if (path.address == address) continue;
-    // A restarted peer may keep domain 0's address but not the others: re-insert those.
-    if (path.inserted) drop_handle(peer, d, *domains[d]);
-    path.address = address;
+    set_address(peer, d, desc.domain(d).address.bytes(), *domains[d]);
   }
+  if (!desc.empty()) slot = {desc, &peer, peer.address_epoch};
   return peer;
+}
+
+void PeerRegistry::set_address(PeerEntry& peer, size_t d, std::span<const uint8_t> address,
+                               transport::Domain& domain) {
+  Path& path = peer.paths[d];
+  if (std::ranges::equal(path.address, address)) return;
+  drop_handle(peer, d, domain);
+  path.address.assign(address.begin(), address.end());
+  ++peer.address_epoch;
 }
 
 PeerEntry& PeerRegistry::for_main_address(std::span<const uint8_t> address) { return entry(address); }

@@ -93,6 +93,9 @@ struct Path {
 struct PeerEntry {
   std::vector<uint8_t> key;  // domain-0 address of the remote group
   std::vector<Path> paths;   // one per local domain
+  // Bumped whenever a path's address changes (PeerRegistry::for_desc): a descriptor resolved at
+  // this epoch still matches every path's address.
+  uint64_t address_epoch = 0;
   PeerHealth health = PeerHealth::kHealthy;
   int64_t unreachable_since_ns = 0;
   Status last_error;
@@ -107,12 +110,17 @@ class PeerRegistry {
   // `metrics`: where new peers get their metrics cells (may be null).
   PeerRegistry(size_t domains, WorkerMetrics* metrics) : domains_(domains), metrics_(metrics) {}
 
-  // The peer that owns the descriptor's region; learns or refreshes its path addresses.
+  // The peer that owns the descriptor's region; learns or refreshes its path addresses. A
+  // descriptor seen before (the same MrDesc object, copies included) whose peer's addresses have
+  // not changed since is answered from a small cache, without hashing or comparing addresses.
   PeerEntry& for_desc(const MrDesc& desc, std::vector<transport::Domain*>& domains);
   // The peer whose domain-0 address is `address` (sends know only that one).
   PeerEntry& for_main_address(std::span<const uint8_t> address);
   // The provider handle of path d, inserting the address on first use.
   Result<transport::PeerHandle> handle(PeerEntry& peer, size_t d, transport::Domain& domain);
+  // Points path d at `address` when it differs (a restarted peer keeps domain 0's address but
+  // not always the others): the old handle goes (drop_handle) and the peer's address_epoch moves.
+  void set_address(PeerEntry& peer, size_t d, std::span<const uint8_t> address, transport::Domain& domain);
   // Removes the path's address from its domain (now, or once the provider holds no operation on
   // it); the next use after that inserts it afresh.
   void drop_handle(PeerEntry& peer, size_t d, transport::Domain& domain);
@@ -139,6 +147,16 @@ class PeerRegistry {
   std::unordered_map<std::string, std::unique_ptr<PeerEntry>, Hash, std::equal_to<>> peers_;
   // The last entry looked up: a stream of requests to one peer skips hashing its address.
   PeerEntry* last_ = nullptr;
+  // Descriptors resolved lately, direct-mapped by identity (a scatter names many peers, so last_
+  // alone misses on all but one). A slot keeps its descriptor alive, so the identity cannot be
+  // reused by another descriptor while the slot holds it.
+  struct DescSlot {
+    MrDesc desc;
+    PeerEntry* peer = nullptr;
+    uint64_t epoch = 0;  // peer->address_epoch when it was resolved
+  };
+  static constexpr size_t kDescSlots = 256;
+  std::vector<DescSlot> desc_cache_ = std::vector<DescSlot>(kDescSlots);
 };
 
 }  // namespace fabric_lib::detail

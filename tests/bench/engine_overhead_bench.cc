@@ -11,7 +11,7 @@
 // of the same number of WRs, no engine), so engine work per WR = (engine time - baseline time) /
 // WRs. One thread submits and reaps with progress() (caller-thread posting; the worker idles).
 // Prints ns per WR for single writes, 64-page paged writes and 64-target scatters (with
-// descriptors, and through a PeerGroup), and MET/MISSED
+// descriptors — to one peer, and to 8 peers in turn — and through a PeerGroup), and MET/MISSED
 // against the hot-path issue's target (engine work per WR <= 100 ns).
 //
 // Usage: engine-overhead-bench [--provider shm|tcp] [--requests N] [--window W] [--quick]
@@ -142,11 +142,33 @@ int run(const Options& o) {
   ScatterRequest grouped = scatter;
   grouped.group = &*group;
   for (ScatterTarget& t : grouped.targets) t.dst = MrDesc{};
+  // The same scatter to 8 peers, the targets taking turns (as MoE dispatch names its peers): each
+  // target's peer differs from the one before. The peers are the 8 groups of a second engine
+  // (real addresses for the provider's address vector; the WRITEs never reach them).
+  constexpr size_t kPeers = 8;
+  Result<std::unique_ptr<TransferEngine>> peer_engine =
+      TransferEngineBuilder().provider(o.provider).domains_per_group(1).groups(kPeers).build();
+  if (!peer_engine.ok()) {
+    std::fprintf(stderr, "engine-overhead-bench: peer engine: %s\n", peer_engine.status().to_string().c_str());
+    return 1;
+  }
+  std::vector<std::vector<uint8_t>> peer_regions(kPeers, std::vector<uint8_t>(kRegion, 0));
+  ScatterRequest to_peers = scatter;
+  for (size_t g = 0; g < kPeers; ++g) {
+    Result<MrRegistration> r =
+        (*peer_engine)->register_memory(peer_regions[g].data(), kRegion, Access::kRemoteWrite, MemoryKind::kHost, g);
+    if (!r.ok()) {
+      std::fprintf(stderr, "engine-overhead-bench: peer register_memory: %s\n", r.status().to_string().c_str());
+      return 1;
+    }
+    for (size_t i = g; i < kPages; i += kPeers) to_peers.targets[i].dst = r->desc;
+  }
   const WriteRequest single{s->handle, 0, d->desc, 0, kPage, 7};
 
   std::vector<Point> points = {{"single 4 KiB", 1},
                                {"paged 64 x 4 KiB", kPages},
                                {"scatter 64 x 4 KiB", kPages},
+                               {"scatter 64 x 4 KiB to 8 peers", kPages},
                                {"group scatter 64 x 4 KiB", kPages}};
   std::erase_if(points, [&](const Point& p) { return std::string(p.name).find(o.only) == std::string::npos; });
   if (points.empty()) {
@@ -159,6 +181,8 @@ int run(const Options& o) {
                             ? engine_ns_per_wr(engine, o, 1, [&](Completion c) { return engine.submit_write(single, c); })
                         : std::string(p.name).starts_with("paged")
                             ? engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_paged_writes(paged, c); })
+                        : std::string(p.name).ends_with("peers")
+                            ? engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_scatter(to_peers, c); })
                         : std::string(p.name).starts_with("scatter")
                             ? engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_scatter(scatter, c); })
                             : engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_scatter(grouped, c); });
@@ -175,9 +199,9 @@ int run(const Options& o) {
               "%llu requests, window %llu, best of %u runs, one thread submitting and reaping with progress()\n",
               o.provider.c_str(), static_cast<unsigned long long>(o.requests), static_cast<unsigned long long>(o.window),
               o.repeats);
-  std::printf("%-26s %14s %16s %18s\n", "request", "engine ns/WR", "baseline ns/WR", "engine work ns/WR");
+  std::printf("%-32s %14s %16s %18s\n", "request", "engine ns/WR", "baseline ns/WR", "engine work ns/WR");
   for (const Point& p : points) {
-    std::printf("%-26s %14.1f %16.1f %18.1f\n", p.name, p.engine_ns_per_wr, p.baseline_ns_per_wr,
+    std::printf("%-32s %14.1f %16.1f %18.1f\n", p.name, p.engine_ns_per_wr, p.baseline_ns_per_wr,
                 p.engine_ns_per_wr - p.baseline_ns_per_wr);
   }
   std::printf("\nTargets (engine work per WR = engine - baseline, measured in this run):\n");
