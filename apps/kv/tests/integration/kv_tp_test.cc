@@ -66,7 +66,9 @@ void run_tp(const TpCase& t) {
   }
   EXPECT_EQ(posted, planned) << "WRs posted differ from the plan";
   EXPECT_EQ(tails, t.d) << "one tail per decode rank";
-  if (t.kind == AttentionKind::kMla) EXPECT_EQ(posted, uint64_t(t.d) * base.layout.num_layers * pages) << "MLA replicas sent more than once";
+  if (t.kind == AttentionKind::kMla) {
+    EXPECT_EQ(posted, uint64_t(t.d) * base.layout.num_layers * pages) << "MLA replicas sent more than once";
+  }
 }
 
 TEST(KvTensorParallel, Prefill2Decode1) { run_tp({2, 1}); }
