@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A/B of two trees on the GPU machine's cores: builds fabric-bench and engine-overhead-bench from
+# an older tree (a `git archive` tarball carried in .deb/, which is git-ignored) and from this
+# working tree, side by side (CUDA off, against the carried Debian packages: device-common.sh),
+# then alternates them: engine-overhead-bench twice each (pinned to two CPUs), and fabric-bench's
+# latency modes (default: submit,imm) on tcp and shm, 1 and 4 domains, spinning and adaptive,
+# three rounds — so drift of the machine hits both trees alike.
+#   git archive --format=tar.gz -o .deb/trees/old.tar.gz <commit>
+#   device tool, carry [".deb"]:   bash scripts/device-ab.sh > $OUT/ab.txt
+# Environment: FABRIC_LIB_AB_OLD (default .deb/trees/old.tar.gz), FABRIC_LIB_AB_MODES (submit,imm),
+# FABRIC_LIB_AB_ROUNDS (3), FABRIC_LIB_AB_PROVIDERS ("tcp shm"), FABRIC_LIB_AB_DOMAINS ("1 4"),
+# FABRIC_LIB_AB_POLICIES ("spin adaptive"), FABRIC_LIB_AB_ARGS (more fabric-bench arguments). One line per run: "<old|new> <provider> x<domains> <policy> r<round>:"
+# then mode p50/p99 (us) pairs.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+old_tar=${FABRIC_LIB_AB_OLD:-$root/.deb/trees/old.tar.gz}
+modes=${FABRIC_LIB_AB_MODES:-submit,imm}
+rounds=${FABRIC_LIB_AB_ROUNDS:-3}
+read -ra extra_args <<<"${FABRIC_LIB_AB_ARGS:-}"
+# shellcheck source=device-common.sh
+source "$root/scripts/device-common.sh"
+fabric_lib_unpack_debs "$root" /tmp/fabric-lib-ab-deps >/dev/null || exit 2
+mapfile -t dep_args < <(fabric_lib_cmake_dep_args)
+[ -f "$old_tar" ] || { echo "no $old_tar (see the header)" >&2; exit 2; }
+rm -rf /tmp/fabric-lib-ab-old && mkdir -p /tmp/fabric-lib-ab-old && tar xzf "$old_tar" -C /tmp/fabric-lib-ab-old
+build() {  # source dir, build dir
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABRIC_LIB_CUDA=OFF "${dep_args[@]}" >"$2.log" 2>&1 &&
+    cmake --build "$2" -j"$(nproc)" --target fabric-bench engine-overhead-bench >>"$2.log" 2>&1 ||
+    { tail -n 30 "$2.log"; echo "build of $1 failed" >&2; return 1; }
+}
+t0=$(date +%s)
+build /tmp/fabric-lib-ab-old /tmp/fabric-lib-ab-b-old & build "$root" /tmp/fabric-lib-ab-b-new & wait
+[ -x /tmp/fabric-lib-ab-b-old/tools/fabric-bench ] && [ -x /tmp/fabric-lib-ab-b-new/tools/fabric-bench ] || exit 1
+echo "builds: $(($(date +%s) - t0)) s"
+for r in 1 2; do for v in old new; do
+  echo "== engine-overhead-bench $v r$r (CPUs 2,3)"
+  taskset -c 2,3 /tmp/fabric-lib-ab-b-$v/tests/bench/engine-overhead-bench 2>&1 | grep -E "engine work per WR"
+done; done
+for provider in ${FABRIC_LIB_AB_PROVIDERS:-tcp shm}; do for domains in ${FABRIC_LIB_AB_DOMAINS:-1 4}; do
+for policy in ${FABRIC_LIB_AB_POLICIES:-spin adaptive}; do
+  args=("${extra_args[@]}")
+  [ "$policy" = spin ] && args+=(--spin --target-spin)
+  for r in $(seq "$rounds"); do for v in old new; do
+    echo -n "$v $provider x$domains $policy r$r: "
+    timeout 60 /tmp/fabric-lib-ab-b-$v/tools/fabric-bench --local --provider $provider --domains $domains --mode "$modes" \
+      --latency-iterations 1000 --quiet "${args[@]}" 2>&1 | grep -E "^(submit|imm|scatter)" | awk '{printf "%s %s/%s  ", $1, $(NF-1), $NF}'
+    echo
+  done; done
+done; done; done
+echo "total: $(($(date +%s) - t0)) s"
