@@ -51,7 +51,9 @@ PeerEntry& PeerRegistry::for_desc(const MrDesc& desc, std::vector<transport::Dom
   for (size_t d = 1; d < domains_ && d < desc.num_domains(); ++d) {
     set_address(peer, d, desc.domain(d).address.bytes(), *domains[d]);
   }
-  if (!desc.empty()) slot = {desc, &peer, peer.address_epoch};
+  // Only a descriptor with domains has an identity of its own (domain(0) of one without is a
+  // shared empty entry); submits refuse those before they get here anyway.
+  if (desc.num_domains() > 0) slot = {desc, &peer, peer.address_epoch};
   return peer;
 }
 

@@ -93,8 +93,8 @@ struct Path {
 struct PeerEntry {
   std::vector<uint8_t> key;  // domain-0 address of the remote group
   std::vector<Path> paths;   // one per local domain
-  // Bumped whenever a path's address changes (PeerRegistry::for_desc): a descriptor resolved at
-  // this epoch still matches every path's address.
+  // Bumped whenever a path's address changes (PeerRegistry::set_address): a descriptor resolved
+  // at this epoch still matches every path's address.
   uint64_t address_epoch = 0;
   PeerHealth health = PeerHealth::kHealthy;
   int64_t unreachable_since_ns = 0;
