@@ -132,7 +132,7 @@ TEST(DomainPostPages, TheDefaultStopsAtBackPressureOrARefusalPastABatch) {
   for (uint32_t i = 0; i < 150; ++i) pages[i] = i;
   const PageRunWr run = page_run(pages, pages);
   for (PostResult then : {PostResult::kAgain, PostResult::kFailed}) {
-    CountingDomain d(70, then);  // the second batch of 64 stops after 6
+    CountingDomain d(70, then);  // batches of 4, 8, 16, 32 (60 WRs), then the one of 64 stops after 10
     PostResult last = PostResult::kPosted;
     Status error;
     EXPECT_EQ(d.post_pages(run, &last, &error), 70u);
@@ -140,6 +140,45 @@ TEST(DomainPostPages, TheDefaultStopsAtBackPressureOrARefusalPastABatch) {
     EXPECT_EQ(d.writes.size(), 70u);
     EXPECT_EQ(error.ok(), then == PostResult::kAgain) << error.to_string();
   }
+}
+
+// Records the size of every run post_pages hands to post_writes.
+class RunSizeDomain final : public testing::ForwardingDomain {
+ public:
+  explicit RunSizeDomain(size_t accept) : ForwardingDomain(nullptr), accept_(accept) {}
+  size_t post_writes(std::span<const WriteWr> wrs, PostResult* last, Status* error) override {
+    offered.push_back(wrs.size());
+    return Domain::post_writes(wrs, last, error);
+  }
+  PostResult post_write(const WriteWr&, Status*) override {
+    if (posted == accept_) return PostResult::kAgain;
+    ++posted;
+    return PostResult::kPosted;
+  }
+  std::vector<size_t> offered;
+  size_t posted = 0;
+
+ private:
+  size_t accept_;
+};
+
+// A full provider takes one WR per call or none (shm in a paged 4 KiB stream): the default must
+// not build 64 WriteWrs to post one — that was a tenth of the worker's time there.
+TEST(DomainPostPages, TheFirstBatchIsSmallAndTheBatchesDouble) {
+  std::vector<uint32_t> pages(150);
+  for (uint32_t i = 0; i < 150; ++i) pages[i] = i;
+  const PageRunWr run = page_run(pages, pages);
+  PostResult last = PostResult::kFailed;
+  Status error;
+  RunSizeDomain roomy(1000);
+  EXPECT_EQ(roomy.post_pages(run, &last, &error), 150u);
+  EXPECT_EQ(last, PostResult::kPosted);
+  EXPECT_EQ(roomy.offered, (std::vector<size_t>{4, 8, 16, 32, 64, 26}));
+
+  RunSizeDomain full(1);
+  EXPECT_EQ(full.post_pages(run, &last, &error), 1u);
+  EXPECT_EQ(last, PostResult::kAgain);
+  EXPECT_EQ(full.offered, (std::vector<size_t>{4}));
 }
 
 }  // namespace
