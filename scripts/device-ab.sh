@@ -3,14 +3,14 @@
 # an older tree (a `git archive` tarball carried in .deb/, which is git-ignored) and from this
 # working tree, side by side (CUDA off, against the carried Debian packages: device-common.sh),
 # then alternates them: engine-overhead-bench twice each (pinned to two CPUs), and fabric-bench's
-# latency modes (default: submit,imm) on tcp and shm, 1 and 4 domains, spinning and adaptive,
-# three rounds — so drift of the machine hits both trees alike.
+# modes (default: submit,imm; single and paged print their engine/raw ratios) on tcp and shm, 1
+# and 4 domains, spinning and adaptive, three rounds — so drift of the machine hits both trees alike.
 #   git archive --format=tar.gz -o .deb/trees/old.tar.gz <commit>
 #   device tool, carry [".deb"]:   bash scripts/device-ab.sh > $OUT/ab.txt
 # Environment: FABRIC_LIB_AB_OLD (default .deb/trees/old.tar.gz), FABRIC_LIB_AB_MODES (submit,imm),
 # FABRIC_LIB_AB_ROUNDS (3), FABRIC_LIB_AB_PROVIDERS ("tcp shm"), FABRIC_LIB_AB_DOMAINS ("1 4"),
 # FABRIC_LIB_AB_POLICIES ("spin adaptive"), FABRIC_LIB_AB_ARGS (more fabric-bench arguments). One line per run: "<old|new> <provider> x<domains> <policy> r<round>:"
-# then mode p50/p99 (us) pairs.
+# then mode p50/p99 (us) pairs, or mode size ratio for single and paged.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 old_tar=${FABRIC_LIB_AB_OLD:-$root/.deb/trees/old.tar.gz}
@@ -43,7 +43,8 @@ for policy in ${FABRIC_LIB_AB_POLICIES:-spin adaptive}; do
   for r in $(seq "$rounds"); do for v in old new; do
     echo -n "$v $provider x$domains $policy r$r: "
     timeout 60 /tmp/fabric-lib-ab-b-$v/tools/fabric-bench --local --provider $provider --domains $domains --mode "$modes" \
-      --latency-iterations 1000 --quiet "${args[@]}" 2>&1 | grep -E "^(submit|imm|scatter)" | awk '{printf "%s %s/%s  ", $1, $(NF-1), $NF}'
+      --latency-iterations 1000 --quiet "${args[@]}" 2>&1 | grep -E "^(submit|imm|scatter|single|paged)" |
+      awk '$6 ~ /x$/ {printf "%s %s%s %s  ", $1, $2, $3, $6; next} {printf "%s %s/%s  ", $1, $(NF-1), $NF}'
     echo
   done; done
 done; done; done
