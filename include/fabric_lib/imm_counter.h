@@ -86,7 +86,9 @@ class ImmCounter {
   virtual Status expect_every(uint32_t imm, uint64_t n, RepeatingSink sink) = 0;
   // Rounds a repeating expectation of `imm` has fired (0 when it has none).
   virtual uint64_t rounds(uint32_t imm) const = 0;
-  // Current count (arrived and not yet consumed).
+  // Current count (arrived and not yet consumed). Fine to poll in a tight loop: the lock it takes
+  // spins before it blocks, so the thread counting arrivals is not put to sleep behind a poller
+  // (a counter or flag sink through expect() is still the cheaper way to wait).
   virtual uint64_t count(uint32_t imm) const = 0;
   // Whether `imm` has a pending expectation.
   virtual bool has_expectation(uint32_t imm) const = 0;

@@ -181,6 +181,9 @@ class GroupWorker {
   void thread_main(std::promise<Status>* opened);
   Status open_domains();
   bool accept_requests(int64_t now);
+  // Mid-pass, between two domains' polls: accepts the requests queued since the pass began and
+  // posts what every domain takes (`now`: a fresh clock read).
+  bool accept_and_post(int64_t now);
   void accept(Request* r, int64_t now);
   void link_live(Request* r);
   void unlink_live(Request* r);
