@@ -1,5 +1,5 @@
-// How other threads hand work to a group's worker: a lock-free queue of requests, a queue of
-// commands, and an eventfd that wakes the worker when it sleeps.
+// How other threads hand work to a group's worker: a one-request slot and a lock-free queue of
+// requests, a queue of commands, and an eventfd that wakes the worker when it sleeps.
 #pragma once
 
 #include <concurrentqueue/concurrentqueue.h>
@@ -22,16 +22,40 @@ class WorkerInbox {
  public:
   WorkerInbox() : event_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
   ~WorkerInbox() {
+    delete slot_.load();  // only after a failed start
     Request* r = nullptr;
-    while (requests_.try_dequeue(r)) delete r;  // only after a failed start
+    while (requests_.try_dequeue(r)) delete r;
     if (event_fd_ >= 0) close(event_fd_);
   }
 
+  // The slot takes a request when it is free and nothing is queued (the usual case: a request
+  // arrives while the worker is between passes or spinning): one cache line changes hands, where
+  // the queue moves several (2-core VM, a spinning consumer: taken 0.32 us after the hand-over
+  // against 0.79 us; on the GPU machine the queue's hand-over was ~1 us of a shm submit's 1.6 us
+  // engine share). A submitter's requests keep their order: one finding its own earlier request
+  // still queued queues behind it, and the worker takes the slot before the queue.
   void push_request(Request* request) {
-    requests_.enqueue(request);
+    Request* empty = nullptr;
+    if (queued_.load(std::memory_order_seq_cst) != 0 ||
+        !slot_.compare_exchange_strong(empty, request, std::memory_order_seq_cst)) {
+      queued_.fetch_add(1, std::memory_order_seq_cst);  // before the enqueue: its producer sees it
+      requests_.enqueue(request);
+    }
     wake();
   }
-  size_t pop_requests(Request** out, size_t max) { return requests_.try_dequeue_bulk(out, max); }
+  size_t pop_requests(Request** out, size_t max) {
+    if (max == 0) return 0;
+    size_t n = 0;
+    if (slot_.load(std::memory_order_relaxed) != nullptr) {
+      if (Request* r = slot_.exchange(nullptr, std::memory_order_acq_rel)) out[n++] = r;
+    }
+    if (n < max && queued_.load(std::memory_order_acquire) != 0) {
+      const size_t k = requests_.try_dequeue_bulk(out + n, max - n);
+      queued_.fetch_sub(k, std::memory_order_release);
+      n += k;
+    }
+    return n;
+  }
 
   void post(WorkerCommand command) {
     {
@@ -67,9 +91,11 @@ class WorkerInbox {
     while (commands_.try_dequeue(command)) command(false);
   }
 
-  bool has_requests() const { return requests_.size_approx() > 0; }
+  bool has_requests() const {
+    return slot_.load(std::memory_order_seq_cst) != nullptr || queued_.load(std::memory_order_seq_cst) != 0;
+  }
   bool has_work() const {
-    return requests_.size_approx() > 0 || pending_commands_.load(std::memory_order_acquire) > 0 ||
+    return has_requests() || pending_commands_.load(std::memory_order_acquire) > 0 ||
            pokes_.load(std::memory_order_seq_cst) != pokes_seen_;
   }
 
@@ -101,6 +127,8 @@ class WorkerInbox {
   int event_fd() const { return event_fd_; }
 
  private:
+  alignas(64) std::atomic<Request*> slot_{nullptr};
+  alignas(64) std::atomic<size_t> queued_{0};  // requests in requests_ (counted before the enqueue)
   moodycamel::ConcurrentQueue<Request*> requests_;
   moodycamel::ConcurrentQueue<WorkerCommand> commands_;
   std::atomic<size_t> pending_commands_{0};

@@ -216,6 +216,38 @@ TEST(WorkerInbox, WakesOnlyWhenSleeping) {
   delete buf[1];
 }
 
+// A request that finds the inbox empty goes through the one-request slot: it must count as work,
+// wake a sleeping worker, come out before requests queued after it, and leave nothing behind.
+TEST(WorkerInbox, TheSlotWakesCountsAndKeepsOrder) {
+  WorkerInbox inbox;
+  inbox.set_sleeping(true);
+  inbox.push_request(make_request(1));  // the slot (the inbox was empty)
+  EXPECT_TRUE(readable(inbox.event_fd()));
+  EXPECT_TRUE(inbox.has_requests());
+  EXPECT_TRUE(inbox.has_work());
+  inbox.clear_wakeups();
+  inbox.push_request(make_request(2));  // the slot is taken: queued
+  inbox.push_request(make_request(3));
+  EXPECT_TRUE(readable(inbox.event_fd()));
+  Request* buf[2];
+  ASSERT_EQ(inbox.pop_requests(buf, 2), 2u);
+  EXPECT_EQ(buf[0]->id, 1u);
+  EXPECT_EQ(buf[1]->id, 2u);
+  delete buf[0];
+  delete buf[1];
+  EXPECT_TRUE(inbox.has_requests());
+  // Request 3 is still queued: a new one must queue behind it, not take the free slot.
+  inbox.push_request(make_request(4));
+  ASSERT_EQ(inbox.pop_requests(buf, 2), 2u);
+  EXPECT_EQ(buf[0]->id, 3u);
+  EXPECT_EQ(buf[1]->id, 4u);
+  delete buf[0];
+  delete buf[1];
+  EXPECT_FALSE(inbox.has_requests());
+  EXPECT_EQ(inbox.pop_requests(buf, 2), 0u);
+  EXPECT_EQ(inbox.pop_requests(buf, 0), 0u);
+}
+
 // Requests still queued when the inbox is destroyed are deleted (their completions released).
 TEST(WorkerInbox, DestructorFreesQueuedRequests) {
   auto token = std::make_shared<int>(0);
