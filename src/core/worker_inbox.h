@@ -31,8 +31,8 @@ class WorkerInbox {
   // The slot takes a request when it is free and nothing is queued (the usual case: a request
   // arrives while the worker is between passes or spinning): one cache line changes hands, where
   // the queue moves several (2-core VM, a spinning consumer: taken 0.32 us after the hand-over
-  // against 0.79 us; on the GPU machine the queue's hand-over was ~1 us of a shm submit's 1.6 us
-  // engine share). A submitter's requests keep their order: one finding its own earlier request
+  // against 0.79 us; on the GPU machine the queue's hand-over took ~0.8 us of a shm submit, and
+  // the worker's dequeue ~0.3 us more: docs/benchmarks.md). A submitter's requests keep their order: one finding its own earlier request
   // still queued queues behind it, and the worker takes the slot before the queue.
   void push_request(Request* request) {
     Request* empty = nullptr;
