@@ -216,6 +216,18 @@ TEST(WorkerInbox, WakesOnlyWhenSleeping) {
   delete buf[1];
 }
 
+// Pops up to `max` requests and returns their ids in the order they came out (freeing them).
+std::vector<uint64_t> pop_ids(WorkerInbox& inbox, size_t max) {
+  std::vector<Request*> buf(max);
+  const size_t n = inbox.pop_requests(buf.data(), max);
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < n; ++i) {
+    ids.push_back(buf[i]->id);
+    delete buf[i];
+  }
+  return ids;
+}
+
 // A request that finds the inbox empty goes through the one-request slot: it must count as work,
 // wake a sleeping worker, come out before requests queued after it, and leave nothing behind.
 TEST(WorkerInbox, TheSlotWakesCountsAndKeepsOrder) {
@@ -229,22 +241,14 @@ TEST(WorkerInbox, TheSlotWakesCountsAndKeepsOrder) {
   inbox.push_request(make_request(2));  // the slot is taken: queued
   inbox.push_request(make_request(3));
   EXPECT_TRUE(readable(inbox.event_fd()));
-  Request* buf[2];
-  ASSERT_EQ(inbox.pop_requests(buf, 2), 2u);
-  EXPECT_EQ(buf[0]->id, 1u);
-  EXPECT_EQ(buf[1]->id, 2u);
-  delete buf[0];
-  delete buf[1];
+  EXPECT_EQ(pop_ids(inbox, 2), (std::vector<uint64_t>{1, 2}));
   EXPECT_TRUE(inbox.has_requests());
   // Request 3 is still queued: a new one must queue behind it, not take the free slot.
   inbox.push_request(make_request(4));
-  ASSERT_EQ(inbox.pop_requests(buf, 2), 2u);
-  EXPECT_EQ(buf[0]->id, 3u);
-  EXPECT_EQ(buf[1]->id, 4u);
-  delete buf[0];
-  delete buf[1];
+  EXPECT_EQ(pop_ids(inbox, 2), (std::vector<uint64_t>{3, 4}));
   EXPECT_FALSE(inbox.has_requests());
-  EXPECT_EQ(inbox.pop_requests(buf, 2), 0u);
+  EXPECT_TRUE(pop_ids(inbox, 2).empty());
+  Request* buf[1];
   EXPECT_EQ(inbox.pop_requests(buf, 0), 0u);
 }
 
