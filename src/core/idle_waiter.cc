@@ -76,6 +76,7 @@ void IdleWaiter::after_pass(bool busy, bool must_poll, bool inflight, bool calle
 }
 
 void IdleWaiter::block(int64_t max_sleep_ns, const std::function<void()>& release) {
+  inbox_.set_blocked(true);
   inbox_.set_sleeping(true);
   bool released = false;
   if (!inbox_.has_work()) {
@@ -107,6 +108,7 @@ void IdleWaiter::block(int64_t max_sleep_ns, const std::function<void()>& releas
   }
   if (!released) release();
   inbox_.set_sleeping(false);
+  inbox_.set_blocked(false);
   inbox_.clear_wakeups();
 }
 

@@ -112,6 +112,12 @@ class WorkerInbox {
   // producers enqueue, then wake() if it sleeps. Both sides use seq_cst, so one of them sees the
   // other.
   void set_sleeping(bool s) { sleeping_.store(s, std::memory_order_seq_cst); }
+  // The worker's sleep is a block (IdleWaiter::block: until a wake-up, a completion queue's fd
+  // or a timeout of up to 100 ms), not a nap of at most IdleWaiter::kSpinBudget. Set before its
+  // last provider call of the pass, so a thread that takes the group's ownership after it sees
+  // it: work that only polls advance (the ipc backend's copies) must wake a blocked worker.
+  void set_blocked(bool b) { blocked_.store(b, std::memory_order_seq_cst); }
+  bool worker_blocked() const { return blocked_.load(std::memory_order_seq_cst); }
   void wake() {
     if (sleeping_.load(std::memory_order_seq_cst)) {
       uint64_t one = 1;
@@ -133,6 +139,7 @@ class WorkerInbox {
   moodycamel::ConcurrentQueue<WorkerCommand> commands_;
   std::atomic<size_t> pending_commands_{0};
   std::atomic<bool> sleeping_{false};
+  std::atomic<bool> blocked_{false};
   std::atomic<uint64_t> pokes_{0};
   uint64_t pokes_seen_ = 0;  // worker only
   std::mutex mu_;

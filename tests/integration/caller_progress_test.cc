@@ -1,5 +1,7 @@
 // TransferEngine::progress(): a thread that polls the domains itself sees completions without the
 // worker's hop — and each request still completes exactly once, whoever reaped it.
+#include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "integration/engine_fixture.h"
@@ -108,6 +110,60 @@ TEST_P(CallerProgressTest, TheWorkerLeavesReapingToASpinningCaller) {
     EXPECT_LE(handled, 2 * kWrites) << "more events than the writes could have made";
     EXPECT_EQ(agent.expect_exactly(15, kWrites), "ok");
   }
+}
+
+// A thread that called progress() once and then stops (the callback thread's reaper parking, an
+// application between two batches) leaves nothing behind: a write it submits right after is
+// completed by the worker, which had blocked before that thread polled. On ipc the write is a
+// copy that only polls advance and that signals no fd; the submit, seeing a thread driving
+// progress(), did not wake the worker, which slept out its block's 100 ms timeout (16 of 16
+// writes, ~98 ms each, on ipc and on tcp_reordered, whose reorder stage holds completions the
+// same way; a Python asyncio loop over ipc hit it on a quarter of its requests). Other
+// providers' completions wake the worker through their queues' fds (tcp, udp), or their submits
+// go through the worker (shm): the same bound holds there.
+TEST_P(CallerProgressTest, AWriteRightAfterAProgressCallDoesNotWaitForABlockedWorker) {
+  constexpr size_t kRounds = 16;
+  constexpr uint64_t kWriteBytes = 256 * 1024;  // an ipc copy that is still running when the submit returns
+  // Far below the worker's block timeout (IdleWaiter::kBlockTimeoutMs, 100 ms), far above a
+  // wake-up; a loaded machine may stretch a round or two past it.
+  constexpr auto kSlow = std::chrono::milliseconds(50);
+  CompletionCounter done;  // before the engine, which reports to it until stopped
+  AgentProcess agent(GetParam(), kWriteBytes);
+  ASSERT_TRUE(agent.started());
+  auto built = GetParam().builder().idle_policy(IdlePolicy::kAdaptive).build();
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  TransferEngine& engine = **built;
+  SourceBuffer src(engine, kWriteBytes, 94);
+  StopEngineFirst stop_first(&engine);
+  // A first write connects to the peer (tcp: the connection; ipc: the segment's mapping).
+  ASSERT_TRUE(engine.submit_write({src.reg.handle, 0, agent.desc(), 0, kWriteBytes, 16, Pinned{0}},
+                                  Completion::counter(done)).ok());
+  wait_all(done, 1);
+  ASSERT_EQ(done.finished(), 1u);
+  size_t slow = 0;
+  std::chrono::nanoseconds slowest{0};
+  for (size_t i = 1; i <= kRounds; ++i) {
+    // Idle past the worker's spin budget (IdleWaiter::kSpinBudget, 200 us): it blocks.
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    (void)engine.progress();  // finds nothing; marks this thread as the group's poller
+    const auto start = std::chrono::steady_clock::now();
+    // One WR (one domain), so the target counts one imm per write.
+    ASSERT_TRUE(engine.submit_write({src.reg.handle, 0, agent.desc(), 0, kWriteBytes, 16, Pinned{0}},
+                                    Completion::counter(done)).ok());
+    const auto deadline = start + bounds::kRequests;
+    while (done.finished() < i + 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));  // waits; never calls progress()
+    }
+    ASSERT_EQ(done.finished(), i + 1) << "write " << i << " did not complete";
+    const auto took = std::chrono::steady_clock::now() - start;
+    slowest = std::max<std::chrono::nanoseconds>(slowest, took);
+    if (took > kSlow) ++slow;
+  }
+  EXPECT_LE(slow, 2u) << "writes that waited for the worker's block timeout; the slowest took "
+                      << std::chrono::duration_cast<std::chrono::microseconds>(slowest).count() << " us";
+  EXPECT_EQ(done.errors.load(), 0u);
+  EXPECT_EQ(agent.expect_exactly(16, kRounds + 1), "ok");
+  EXPECT_EQ(agent.hash(0, kWriteBytes), hash_hex(src.bytes.data(), kWriteBytes));
 }
 
 // With caller-thread operation off, progress() never touches a domain: the worker reaps all.
