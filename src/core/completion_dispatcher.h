@@ -39,9 +39,11 @@ class CompletionDispatcher {
   // While callbacks flow, the callback thread reaps completions itself: after running a batch it
   // calls `reap` (TransferEngine::progress) until nothing more came for kReapBudget, then parks.
   // A completion whose callback submits the next request then costs no hop through the worker
-  // (the worker stands by while a thread drives progress). `reap` returns the events it handled.
-  // Set once, after the workers started (the thread reads it from then on).
-  void set_reaper(std::function<size_t()> reap);
+  // (the worker stands by while a thread drives progress). `reap` returns the events it handled;
+  // `parked` is called when the thread stops reaping (quiet for kReapBudget), so the workers take
+  // the polling back at once rather than after their stand-by window. Set once, after the
+  // workers started (the thread reads them from then on).
+  void set_reaper(std::function<size_t()> reap, std::function<void()> parked);
   static constexpr std::chrono::microseconds kReapBudget{100};
   // Runs everything queued so far, then stops the thread. Idempotent; not from the callback thread.
   void shutdown();
@@ -72,6 +74,7 @@ class CompletionDispatcher {
 
   moodycamel::BlockingConcurrentQueue<Item> queue_;
   std::function<size_t()> reap_;
+  std::function<void()> parked_;
   std::atomic<bool> reaping_{false};  // reap_ is set (release); read by the callback thread
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};

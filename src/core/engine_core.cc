@@ -90,7 +90,10 @@ Status EngineCore::start() {
   const bool callers_post =
       std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->callers_may_post(); });
   if (options_.idle_policy == IdlePolicy::kAdaptive && callers_post) {
-    dispatcher_->set_reaper([this] { return progress(64); });
+    dispatcher_->set_reaper([this] { return progress(64); },
+                            [this] {
+                              for (auto& w : workers_) w->caller_stopped_polling();
+                            });
   }
   return ok_status();
 }

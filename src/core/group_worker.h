@@ -84,6 +84,9 @@ class GroupWorker {
   // effects here; returns how many it handled. 0 when the worker holds the group at the moment
   // (it does that work then), after stop, or when caller-thread operation is off.
   size_t progress_on_caller(size_t max_events);
+  // The thread that drove progress_on_caller stops (the callback thread parking): the worker
+  // stops standing by and polls again from its next pass, woken if it naps.
+  void caller_stopped_polling();
   // Runs `fn` on the worker thread and returns its Status (Stopped once the worker is gone, or
   // the reason it was given up on).
   Status run_sync(std::function<Status(GroupWorker&)> fn);

@@ -68,6 +68,11 @@ bool GroupWorker::post_on_caller(Request* r) {
   return true;
 }
 
+void GroupWorker::caller_stopped_polling() {
+  caller_progress_ns_.store(INT64_MIN / 2, std::memory_order_relaxed);
+  inbox_->poke();
+}
+
 size_t GroupWorker::progress_on_caller(size_t max_events) {
   if (!config_.post_on_caller || max_events == 0 || abandoned()) return 0;
   const int64_t now = monotonic_ns();

@@ -143,6 +143,50 @@ TEST(CompletionDispatcher, DestructorRunsQueuedCallbacks) {
   EXPECT_EQ(ran.load(), 500);
 }
 
+// After a batch of callbacks the thread reaps (set_reaper) while reaping finds events, stops
+// kReapBudget after the last one, and says so once per stop (`parked`: the workers stop standing
+// by for it then, instead of after their own window).
+TEST(CompletionDispatcher, TheReaperSaysWhenItParks) {
+  using Clock = std::chrono::steady_clock;
+  CompletionDispatcher d;
+  std::atomic<int> reaps{0}, found{0}, parks{0}, reaps_at_park{0}, wrong_thread{0};
+  std::atomic<int> events_left{3};
+  std::atomic<Clock::rep> last_event{0}, parked_at{0};
+  d.set_reaper(
+      [&] {
+        if (!d.on_callback_thread()) wrong_thread.fetch_add(1);
+        reaps.fetch_add(1);
+        if (events_left.load() > 0) {
+          events_left.fetch_sub(1);
+          found.fetch_add(1);
+          last_event.store(Clock::now().time_since_epoch().count());
+          return size_t{1};
+        }
+        return size_t{0};
+      },
+      [&] {
+        if (!d.on_callback_thread()) wrong_thread.fetch_add(1);
+        reaps_at_park.store(reaps.load());
+        parked_at.store(Clock::now().time_since_epoch().count());
+        parks.fetch_add(1);
+      });
+  d.post([] {});
+  const auto deadline = Clock::now() + kWait;
+  while (parks.load() == 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(parks.load(), 1);
+  EXPECT_EQ(found.load(), 3);  // it kept reaping while reaping found events
+  EXPECT_GT(reaps_at_park.load(), 3);
+  EXPECT_GE(Clock::duration(parked_at.load() - last_event.load()), CompletionDispatcher::kReapBudget);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(parks.load(), 1) << "parked again without a new callback";
+  EXPECT_EQ(reaps.load(), reaps_at_park.load()) << "reaped while parked";
+  d.post([] {});  // the next batch: reaps again, then parks again
+  while (parks.load() == 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(parks.load(), 2);
+  EXPECT_EQ(wrong_thread.load(), 0);
+  d.shutdown();
+}
+
 // Several producer threads: every posted callback runs exactly once, and each producer's
 // callbacks run in its posting order.
 TEST(CompletionDispatcher, ManyProducersEachFifo) {
