@@ -97,6 +97,12 @@ void CompletionDispatcher::set_reaper(std::function<size_t()> reap, std::functio
   reaping_.store(static_cast<bool>(reap_), std::memory_order_release);
 }
 
+void CompletionDispatcher::clear_reaper() {
+  reaping_.store(false, std::memory_order_release);
+  reap_ = nullptr;
+  parked_ = nullptr;
+}
+
 void CompletionDispatcher::reap_while_busy() {
   if (!reaping_.load(std::memory_order_acquire)) return;
   using Clock = std::chrono::steady_clock;

@@ -45,6 +45,9 @@ class CompletionDispatcher {
   // workers started (the thread reads them from then on).
   void set_reaper(std::function<size_t()> reap, std::function<void()> parked);
   static constexpr std::chrono::microseconds kReapBudget{100};
+  // Stops the reaping for good (the engine that set it is being destroyed from one of this
+  // thread's callbacks, and the thread outlives it). On the callback thread only.
+  void clear_reaper();
   // Runs everything queued so far, then stops the thread. Idempotent; not from the callback thread.
   void shutdown();
 

@@ -23,6 +23,7 @@ EngineCore::~EngineCore() {
     // The callback thread cannot join itself: stop everything else and leave it (and the
     // dispatcher it runs) alive until the process ends.
     FL_LOG_ERROR("TransferEngine destroyed from its own callback thread; leaking the callback thread");
+    dispatcher_->clear_reaper();  // its reaper calls into this engine once the callback returns
     shutdown_workers();
     (void)dispatcher_.release();
     return;
