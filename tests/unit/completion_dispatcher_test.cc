@@ -150,6 +150,7 @@ TEST(CompletionDispatcher, TheReaperSaysWhenItParks) {
   using Clock = std::chrono::steady_clock;
   CompletionDispatcher d;
   std::atomic<int> reaps{0}, found{0}, parks{0}, reaps_at_park{0}, wrong_thread{0};
+  std::promise<void> first_park, second_park;
   std::atomic<int> events_left{3};
   std::atomic<Clock::rep> last_event{0}, parked_at{0};
   d.set_reaper(
@@ -168,20 +169,25 @@ TEST(CompletionDispatcher, TheReaperSaysWhenItParks) {
         if (!d.on_callback_thread()) wrong_thread.fetch_add(1);
         reaps_at_park.store(reaps.load());
         parked_at.store(Clock::now().time_since_epoch().count());
-        parks.fetch_add(1);
+        const int n = parks.fetch_add(1) + 1;
+        if (n == 1) first_park.set_value();
+        if (n == 2) second_park.set_value();
       });
   d.post([] {});
-  const auto deadline = Clock::now() + kWait;
-  while (parks.load() == 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(parks.load(), 1);
+  ASSERT_EQ(first_park.get_future().wait_for(kWait), std::future_status::ready);
   EXPECT_EQ(found.load(), 3);  // it kept reaping while reaping found events
   EXPECT_GT(reaps_at_park.load(), 3);
   EXPECT_GE(Clock::duration(parked_at.load() - last_event.load()), CompletionDispatcher::kReapBudget);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(parks.load(), 1) << "parked again without a new callback";
-  EXPECT_EQ(reaps.load(), reaps_at_park.load()) << "reaped while parked";
-  d.post([] {});  // the next batch: reaps again, then parks again
-  while (parks.load() == 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The next batch: it runs before any further reaping (none while parked), then the thread
+  // reaps again and parks again.
+  std::atomic<int> reaps_seen{-1}, parks_seen{-1};
+  d.post([&] {
+    reaps_seen.store(reaps.load());
+    parks_seen.store(parks.load());
+  });
+  ASSERT_EQ(second_park.get_future().wait_for(kWait), std::future_status::ready);
+  EXPECT_EQ(reaps_seen.load(), reaps_at_park.load()) << "reaped while parked";
+  EXPECT_EQ(parks_seen.load(), 1) << "parked again without a new callback";
   EXPECT_EQ(parks.load(), 2);
   EXPECT_EQ(wrong_thread.load(), 0);
   d.shutdown();
