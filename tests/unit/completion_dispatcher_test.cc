@@ -167,9 +167,12 @@ TEST(CompletionDispatcher, TheReaperSaysWhenItParks) {
       },
       [&] {
         if (!d.on_callback_thread()) wrong_thread.fetch_add(1);
-        reaps_at_park.store(reaps.load());
-        parked_at.store(Clock::now().time_since_epoch().count());
-        const int n = parks.fetch_add(1) + 1;
+        const int n = parks.load() + 1;  // only this thread changes it
+        if (n == 1) {  // the first stop's figures (the second would overwrite them)
+          reaps_at_park.store(reaps.load());
+          parked_at.store(Clock::now().time_since_epoch().count());
+        }
+        parks.fetch_add(1);
         if (n == 1) first_park.set_value();
         if (n == 2) second_park.set_value();
       });
