@@ -19,7 +19,8 @@
 #   ipcgather (not by default; part of ipc) paged writes over ipc against torch index_copy_ and a
 #           contiguous copy_ of 4096 scattered pages (scripts/device-ipc-gather.sh), alone.
 #   ipcprofile (not by default) where a paged write's time goes on this machine's CPU: the
-#           engine's and the ipc domain's work per WR (scripts/device-ipc-profile.sh).
+#           engine's and the ipc domain's work per WR, and a sampling profile of fabric-bench's
+#           ipc paged writes when .deb/prof/ holds gperftools (scripts/device-ipc-profile.sh).
 #   hostbench (not by default) fabric-bench on host memory (tcp, shm; 1 and 4 domains; every mode;
 #           shm's latency modes again with --trust-provider-calls) with this machine's cores:
 #           scripts/device-hostbench.sh.
@@ -100,7 +101,7 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target $(want cpu && echo unit_tests integration_tests) \
       $(want device || want bench || want ipc && echo device_tests) \
-      $(want ipcprofile && echo engine-overhead-bench ipc-domain-bench) \
+      $(want ipcprofile && echo engine-overhead-bench ipc-domain-bench fabric-bench) \
       $(want python || want ipc || want ipcgather || want ipcprofile || want moe || want kv || want weights && echo fabric_device_kernels _fabric_lib) \
       $( (want ipc || want hostbench) && echo fabric-bench) \
       $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests) \

@@ -3,30 +3,52 @@
 namespace fabric_lib::gpu {
 namespace {
 
-// 256 threads x 16 bytes = 4 KiB per step: a 4 KiB page is one load per thread, a full
-// 16 KiB piece four.
+// One warp per piece, 8 pieces per block. A block per piece (as before 2026-12-03) ran 4096
+// pieces of 4 KiB in waves of ~1000 blocks, each wave waiting out a read of its pieces from
+// pinned host memory and a system-wide fence: 24.6 us on one H200. With a warp per piece every
+// piece of a 4096-page request is in flight at once, and the host memory is read once per warp.
 constexpr uint32_t kThreads = 256;
+constexpr uint32_t kWarps = kThreads / 32;
+constexpr uint64_t kWarpStep = 32 * 16;  // bytes one warp moves with one 16-byte access per lane
 
-__global__ void page_copy_kernel(const PageCopyPiece* pieces) {
-  // The piece may live in host memory: one thread reads it, the block shares it.
-  __shared__ PageCopyPiece piece;
-  if (threadIdx.x == 0) piece = pieces[blockIdx.x];
-  __syncthreads();
-  const uint8_t* src = piece.src;
-  uint8_t* dst = piece.dst;
-  const uint64_t length = piece.length;
+__global__ void page_copy_kernel(const PageCopyPiece* pieces, uint32_t count) {
+  const uint32_t index = blockIdx.x * kWarps + threadIdx.x / 32;
+  if (index >= count) return;  // whole warps leave: the shuffles below see full warps only
+  const uint32_t lane = threadIdx.x % 32;
+  // The piece may live in host memory: three lanes read its three words at once (one round trip
+  // over PCIe instead of three), the warp shares them.
+  const PageCopyPiece& p = pieces[index];
+  uint64_t word = 0;
+  if (lane == 0) word = reinterpret_cast<uint64_t>(p.src);
+  if (lane == 1) word = reinterpret_cast<uint64_t>(p.dst);
+  if (lane == 2) word = p.length;
+  const auto* src = reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, word, 0));
+  auto* dst = reinterpret_cast<uint8_t*>(__shfl_sync(0xffffffffu, word, 1));
+  const uint64_t length = __shfl_sync(0xffffffffu, word, 2);
   const bool aligned = ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15) == 0;
-  if (aligned) {
-    const uint64_t whole = length / 16 * 16;
-    for (uint64_t i = uint64_t{threadIdx.x} * 16; i < whole; i += uint64_t{kThreads} * 16) {
-      *reinterpret_cast<uint4*>(dst + i) = __ldg(reinterpret_cast<const uint4*>(src + i));
-    }
-    for (uint64_t t = whole + threadIdx.x; t < length; t += kThreads) dst[t] = src[t];  // < 16 bytes
-  } else {
-    for (uint64_t t = threadIdx.x; t < length; t += kThreads) dst[t] = src[t];
+  if (!aligned) {
+    for (uint64_t t = lane; t < length; t += 32) dst[t] = src[t];
+    return;
   }
-  // The bytes must be visible system-wide (to the peer process) once the launch is complete.
-  __threadfence_system();
+  const uint64_t whole = length / 16 * 16;
+  uint64_t i = uint64_t{lane} * 16;
+  // Four loads in flight per lane before their stores (a 4 KiB page: two rounds).
+  for (; i + 3 * kWarpStep < whole; i += 4 * kWarpStep) {
+    const uint4 a = __ldg(reinterpret_cast<const uint4*>(src + i));
+    const uint4 b = __ldg(reinterpret_cast<const uint4*>(src + i + kWarpStep));
+    const uint4 c = __ldg(reinterpret_cast<const uint4*>(src + i + 2 * kWarpStep));
+    const uint4 d = __ldg(reinterpret_cast<const uint4*>(src + i + 3 * kWarpStep));
+    *reinterpret_cast<uint4*>(dst + i) = a;
+    *reinterpret_cast<uint4*>(dst + i + kWarpStep) = b;
+    *reinterpret_cast<uint4*>(dst + i + 2 * kWarpStep) = c;
+    *reinterpret_cast<uint4*>(dst + i + 3 * kWarpStep) = d;
+  }
+  for (; i < whole; i += kWarpStep) *reinterpret_cast<uint4*>(dst + i) = __ldg(reinterpret_cast<const uint4*>(src + i));
+  for (uint64_t t = whole + lane; t < length; t += 32) dst[t] = src[t];  // < 16 bytes
+  // No fence: the bytes are only announced (imm record, event) after the host saw the launch
+  // complete (cudaEventQuery), and a completed kernel's writes are visible to every later
+  // reader, in this process or another, on the GPU or the host. A __threadfence_system() per
+  // block cost ~40 % of a 4096-page launch.
 }
 
 }  // namespace
@@ -38,7 +60,7 @@ cudaError_t load_page_copy_kernel() {
 
 cudaError_t launch_page_copy(const PageCopyPiece* pieces, uint32_t count, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  page_copy_kernel<<<count, kThreads, 0, stream>>>(pieces);
+  page_copy_kernel<<<(count + kWarps - 1) / kWarps, kThreads, 0, stream>>>(pieces, count);
   return cudaGetLastError();
 }
 

@@ -1,7 +1,7 @@
 // A gather/scatter copy kernel for batches of small copies (CUDA builds only). The host splits
 // every copy into pieces of at most kPageCopyPieceBytes (split_page_copy) and writes the pieces
 // into a buffer the GPU can read (pinned host memory); one launch then moves all of them, one
-// thread block per piece, with 16-byte accesses where both ends are aligned. It replaces one
+// warp per piece, with 16-byte accesses where both ends are aligned. It replaces one
 // cudaMemcpyAsync per page when a paged write posts many small pages (cuda_copy_engine.h says
 // when). One launch serves a whole flush — thousands of pages — because a launch costs the
 // worker microseconds, which for 4 KiB pages is more than the copy.
@@ -13,7 +13,7 @@
 
 namespace fabric_lib::gpu {
 
-// One thread block's share of a copy.
+// One warp's share of a copy.
 struct PageCopyPiece {
   const uint8_t* src;
   uint8_t* dst;
