@@ -11,7 +11,8 @@
 // Prints ns per WR and the page rate that caps (and the GB/s it means at 4 KiB pages), for WRs
 // posted one by one (post_write, each its own context) and as runs (post_writes, a run sharing
 // one context and imm as the engine's do: one op, one gather copy, one imm record and one
-// completion event per run), in passes of --pass WRs as the engine's worker posts them. No
+// completion event per run; post_pages, the same run given as its page lists, as the engine posts
+// a paged write), in passes of --pass WRs as the engine's worker posts them. No
 // baseline: this is the domain's share of the work per page, to put beside
 // engine-overhead-bench's share of the engine. A benchmark, not a timed test: CI runs --quick for
 // the exit code (every WR completes once and every imm arrives once: the events' counts add up to
@@ -88,11 +89,26 @@ Result<std::unique_ptr<IpcDomain>> open_domain() {
   return IpcDomain::open(std::move(o));
 }
 
-// One timed run: `wrs` page writes with imm 7, `batched`: runs of one pass through post_writes.
+// How a pass's WRs reach the domain.
+enum class Form { kPostWrite, kPostWrites, kPostPages };
+
+const char* form_name(Form f) {
+  switch (f) {
+    case Form::kPostWrite: return "post_write";
+    case Form::kPostWrites: return "post_writes";
+    case Form::kPostPages: return "post_pages";
+  }
+  return "?";
+}
+
+// One timed run: `wrs` page writes with imm 7, one by one (post_write), or as runs of one pass
+// (post_writes: WriteWrs; post_pages: the pass's page lists, as the engine posts a paged write).
 Result<double> run_once(IpcDomain& initiator, IpcDomain& target, PeerHandle peer, const DomainMr& src, void* src_base,
-                        const DomainMr& dst, const Options& o, bool batched) {
+                        const DomainMr& dst, const Options& o, Form form) {
+  const bool batched = form != Form::kPostWrite;
   std::vector<Event> events;
   std::vector<WriteWr> run;
+  std::vector<uint32_t> src_pages, dst_pages;
   uint64_t posted = 0, done = 0, imms = 0;
   const auto start = Clock::now();
   const auto give_up = start + std::chrono::seconds(60);
@@ -114,7 +130,30 @@ Result<double> run_once(IpcDomain& initiator, IpcDomain& target, PeerHandle peer
       run.push_back(wr);
     }
     Status error;
-    if (batched) {
+    if (form == Form::kPostPages) {
+      src_pages.clear();
+      dst_pages.clear();
+      for (uint64_t k = posted; k < posted + run.size(); ++k) {
+        src_pages.push_back(static_cast<uint32_t>(k * 7 % kPages));
+        dst_pages.push_back(static_cast<uint32_t>(k * 13 % kPages));
+      }
+      PageRunWr pages;
+      pages.src = static_cast<const uint8_t*>(src_base);
+      pages.src_desc = src.desc;
+      pages.peer = peer;
+      pages.remote_addr = dst.addr_base;
+      pages.rkey = dst.rkey;
+      pages.page_length = pages.src_stride = pages.dst_stride = kPage;
+      pages.src_pages = src_pages.data();
+      pages.dst_pages = dst_pages.data();
+      pages.count = run.size();
+      pages.has_imm = true;
+      pages.imm = 7;
+      pages.context = posted;
+      PostResult last = PostResult::kPosted;
+      posted += run.empty() ? 0 : initiator.post_pages(pages, &last, &error);
+      if (last == PostResult::kFailed) return error;
+    } else if (batched) {
       PostResult last = PostResult::kPosted;
       posted += initiator.post_writes(run, &last, &error);
       if (last == PostResult::kFailed) return error;
@@ -165,10 +204,10 @@ int run(const Options& o) {
   }
   std::printf("ipc-domain-bench: %llu page writes of 4 KiB with imm per run, %llu per pass, best of %u\n",
               static_cast<unsigned long long>(o.wrs), static_cast<unsigned long long>(o.pass), o.repeats);
-  for (bool batched : {false, true}) {
+  for (Form form : {Form::kPostWrite, Form::kPostWrites, Form::kPostPages}) {
     double best = 1e300;
     for (uint32_t k = 0; k < o.repeats; ++k) {
-      Result<double> ns = run_once(**initiator, **target, *peer, *src, src_bytes.data(), *dst, o, batched);
+      Result<double> ns = run_once(**initiator, **target, *peer, *src, src_bytes.data(), *dst, o, form);
       if (!ns.ok()) {
         std::fprintf(stderr, "ipc-domain-bench: %s\n", ns.status().to_string().c_str());
         return 1;
@@ -176,7 +215,7 @@ int run(const Options& o) {
       best = std::min(best, *ns);
     }
     std::printf("ipc-domain-bench: %-11s %6.1f ns per WR (initiator and target) = at most %.1f Mpages/s, %.0f GB/s at 4 KiB pages\n",
-                batched ? "post_writes" : "post_write", best, 1e3 / best, 1e3 / best * 4096 / 1e3);
+                form_name(form), best, 1e3 / best, 1e3 / best * 4096 / 1e3);
   }
   return 0;
 }

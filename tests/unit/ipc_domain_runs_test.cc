@@ -507,9 +507,10 @@ TEST(IpcDomainRuns, ARunToAPeerThatExitedEndsWithPeerUnreachable) {
   EXPECT_EQ(a->ops_in_flight(), 0u);
 }
 
-// A page whose target lies outside the region: the pages before it are posted (and land), it is
-// refused with post_write's error for the same WR, and the ones after it are not posted.
-TEST(IpcDomainRuns, APageListStopsBeforeItsFirstPageOutsideTheTarget) {
+// A page whose target (or source) lies outside its region: the pages before it are posted (and
+// land), it is refused with post_write's error for the same WR, and the ones after it are not
+// posted. (post_pages checks a run by its largest indices first, then page by page: both sides.)
+void expect_list_stops_before_bad_page(bool bad_source) {
   Pair p;
   ASSERT_TRUE(p.a && p.b);
   constexpr size_t kPages = 10, kBad = 6;
@@ -520,7 +521,8 @@ TEST(IpcDomainRuns, APageListStopsBeforeItsFirstPageOutsideTheTarget) {
   std::vector<size_t> perm(kPages);
   std::iota(perm.begin(), perm.end(), size_t{0});
   PageList list(perm);
-  list.dst[kBad] = kPages;  // one page past the region's end
+  if (bad_source) list.src[kBad] = kPages;  // one page past the source region's end
+  else list.dst[kBad] = kPages;             // one page past the target region's end
   const PageRunWr run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
   Status expected;
   ASSERT_EQ(p.a->post_write(run.write(kBad), &expected), PostResult::kFailed);
@@ -537,6 +539,9 @@ TEST(IpcDomainRuns, APageListStopsBeforeItsFirstPageOutsideTheTarget) {
   EXPECT_EQ(pages_missing(dst.data(), perm, kBad), 0u);
   EXPECT_EQ(pages_missing(dst.data(), std::vector<size_t>(perm.begin(), perm.end()), kPages), kPages - kBad);
 }
+
+TEST(IpcDomainRuns, APageListStopsBeforeItsFirstPageOutsideTheTarget) { expect_list_stops_before_bad_page(false); }
+TEST(IpcDomainRuns, APageListStopsBeforeItsFirstPageOutsideTheSource) { expect_list_stops_before_bad_page(true); }
 
 // An index times its stride past 2^64: refused (a 64-bit WriteWr would wrap into the region).
 TEST(IpcDomainRuns, APageListWhoseOffsetPassesTwoToTheSixtyFourIsRefused) {

@@ -122,6 +122,24 @@ size_t IpcDomain::post_pages(const PageRunWr& run, PostResult* last, Status* err
   const bool src_inside = run.src >= src->base;
   segments_.clear();
   size_t good = 0;
+  // The common case, every page in range: one check of the largest indices (in 128 bits), then
+  // a fill in 64 bits that the compiler vectorizes (ipc-domain-bench's post_pages form on the
+  // VM: 9.8 -> 8.9 ns per page, initiator and target together).
+  uint32_t max_src = 0, max_dst = 0;
+  for (size_t i = 0; i < count; ++i) {
+    max_src = std::max(max_src, run.src_pages[i]);
+    max_dst = std::max(max_dst, run.dst_pages[i]);
+  }
+  if (src_inside && src_base + static_cast<unsigned __int128>(max_src) * run.src_stride + run.page_length <= src_limit &&
+      run.remote_addr + static_cast<unsigned __int128>(max_dst) * run.dst_stride + run.page_length <= dst_limit) {
+    segments_.resize(count);
+    const uint64_t s0 = static_cast<uint64_t>(src_base);
+    for (size_t i = 0; i < count; ++i) {
+      segments_[i] = {s0 + uint64_t{run.src_pages[i]} * run.src_stride, run.remote_addr + uint64_t{run.dst_pages[i]} * run.dst_stride};
+    }
+    good = count;
+  }
+  // Otherwise page by page, up to the first page out of range.
   for (; good < count; ++good) {
     const unsigned __int128 s = src_base + static_cast<unsigned __int128>(run.src_pages[good]) * run.src_stride;
     const unsigned __int128 t = run.remote_addr + static_cast<unsigned __int128>(run.dst_pages[good]) * run.dst_stride;
