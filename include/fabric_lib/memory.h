@@ -43,6 +43,22 @@ enum class MemoryKind : uint8_t {
   kAuto = 255,
 };
 
+// CUDA memory that peer processes write into over the same-host IPC backend: a peer maps an
+// imported allocation larger than 2 MiB whose size is not a multiple of 2 MiB so that its
+// scattered writes into it run several times slower (one H200: 4096 pages of 4 KiB into 2 GiB +
+// 4 KiB took 3.5x as long as into 2 GiB; docs/gpu.md, "Past L2"). Allocate such memory with
+// peer_written_cuda_bytes(n) bytes; registering a region whose allocation breaks the rule logs a
+// warning. PyTorch's caching allocator already rounds large blocks to multiples of 2 MiB.
+inline constexpr size_t kCudaLargePageBytes = size_t{2} << 20;
+
+// `bytes` (at least 1) as the size to cudaMalloc for memory peers write into: unchanged up to
+// 2 MiB, else rounded up to a multiple of kCudaLargePageBytes (so at most 2 MiB - 1 more).
+constexpr size_t peer_written_cuda_bytes(size_t bytes) {
+  if (bytes == 0) return 1;
+  if (bytes <= kCudaLargePageBytes) return bytes;
+  return (bytes + kCudaLargePageBytes - 1) / kCudaLargePageBytes * kCudaLargePageBytes;
+}
+
 // Which transport produced a descriptor. A descriptor can only be used by an engine whose
 // domains are of the same transport.
 enum class TransportKind : uint8_t {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -29,6 +30,18 @@ cudaError_t for_each_segment(const CopyRequest& r, F&& f) {
 // Kernel pieces of a request: each segment's (or the plain copy's).
 size_t pieces_of(const CopyRequest& r) { return page_copy_pieces(r.length) * segment_count(r); }
 
+// A gather request's segments go to the kernel as they are.
+static_assert(sizeof(CopySegment) == sizeof(PageCopySegment) &&
+              offsetof(CopySegment, src_offset) == offsetof(PageCopySegment, src_offset) &&
+              offsetof(CopySegment, dst_offset) == offsetof(PageCopySegment, dst_offset));
+
+// Whether `r`, after `prev` (null: the first) in a launch, needs a kernel run of its own: a gather
+// always (its bases and offsets), a plain copy unless it follows a plain copy of the same length
+// (plain copies share a run with null bases, their addresses as offsets).
+bool opens_run(const CopyRequest* prev, const CopyRequest& r) {
+  return prev == nullptr || !r.segments.empty() || !prev->segments.empty() || prev->length != r.length;
+}
+
 }  // namespace
 
 Status load_copy_kernels(int device) {
@@ -51,47 +64,48 @@ CudaCopyEngine::~CudaCopyEngine() {
     for (StreamState& s : d.streams) cudaStreamDestroy(s.stream);
   }
   for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
-  for (PieceBuffer& b : all_pieces_) cudaFreeHost(b.pieces);
+  for (SegmentBuffer& b : all_segments_) cudaFreeHost(b.segments);
 }
 
 Status CudaCopyEngine::prepare(int device) {
   Result<DeviceState*> d = device_state(device);
   if (!d.ok()) return d.status();
-  // Enough piece buffers for a few launches in flight, so that steady traffic allocates none.
+  // Enough segment buffers for a few launches in flight, so that steady traffic allocates none.
   // Best effort: without pinned memory the small copies go one cudaMemcpyAsync each.
-  while (all_pieces_.size() < 4) {
-    PieceBuffer b = new_pieces(kPiecesPerLaunch);
-    if (!b.pieces) break;
-    free_pieces_.push_back(b);
+  while (all_segments_.size() < 4) {
+    SegmentBuffer b = new_segments(kPiecesPerLaunch);
+    if (!b.segments) break;
+    free_segments_.push_back(b);
   }
   return ok_status();
 }
 
-CudaCopyEngine::PieceBuffer CudaCopyEngine::take_pieces(size_t pieces) {
-  auto best = free_pieces_.end();
-  for (auto it = free_pieces_.begin(); it != free_pieces_.end(); ++it) {
-    if (it->capacity >= pieces && (best == free_pieces_.end() || it->capacity < best->capacity)) best = it;
+CudaCopyEngine::SegmentBuffer CudaCopyEngine::take_segments(size_t segments) {
+  auto best = free_segments_.end();
+  for (auto it = free_segments_.begin(); it != free_segments_.end(); ++it) {
+    if (it->capacity >= segments && (best == free_segments_.end() || it->capacity < best->capacity)) best = it;
   }
-  if (best != free_pieces_.end()) {
-    PieceBuffer b = *best;
-    *best = free_pieces_.back();
-    free_pieces_.pop_back();
+  if (best != free_segments_.end()) {
+    SegmentBuffer b = *best;
+    *best = free_segments_.back();
+    free_segments_.pop_back();
     return b;
   }
-  return new_pieces(pieces);
+  return new_segments(segments);
 }
 
-CudaCopyEngine::PieceBuffer CudaCopyEngine::new_pieces(size_t pieces) {
-  PieceBuffer b;
-  b.capacity = std::bit_ceil(std::max(pieces, kPiecesPerLaunch));
+CudaCopyEngine::SegmentBuffer CudaCopyEngine::new_segments(size_t segments) {
+  SegmentBuffer b;
+  b.capacity = std::bit_ceil(std::max(segments, kPiecesPerLaunch));
   void* p = nullptr;
   // Portable: any device's kernel may read it (through unified addressing, at the same address).
-  if (cudaHostAlloc(&p, b.capacity * sizeof(PageCopyPiece), cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
+  if (cudaHostAlloc(&p, b.capacity * sizeof(PageCopySegment), cudaHostAllocPortable | cudaHostAllocMapped) !=
+      cudaSuccess) {
     cudaGetLastError();  // not sticky; clear it
     return {};
   }
-  b.pieces = static_cast<PageCopyPiece*>(p);
-  all_pieces_.push_back(b);
+  b.segments = static_cast<PageCopySegment*>(p);
+  all_segments_.push_back(b);
   return b;
 }
 
@@ -162,7 +176,7 @@ cudaError_t CudaCopyEngine::issue_memcpy(const CopyRequest& r, cudaStream_t stre
 }
 
 cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream,
-                                        std::vector<PieceBuffer>& buffers) {
+                                        std::vector<SegmentBuffer>& buffers) {
   if (options_.mode == GpuCopyMode::kBatch) {
     batch_dsts_.clear();
     batch_srcs_.clear();
@@ -181,10 +195,14 @@ cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> smal
     return cudaMemcpyBatchAsync(batch_dsts_.data(), batch_srcs_.data(), batch_sizes_.data(), batch_dsts_.size(), &attr,
                                 &attr_index, 1, stream);
   }
-  size_t pieces = 0;
-  for (const CopyRequest* r : small) pieces += pieces_of(*r);
-  PieceBuffer b = take_pieces(pieces);
-  if (!b.pieces) {  // no pinned memory: one cudaMemcpyAsync each (slow, but the copies go)
+  size_t copies = 0, pieces = 0;
+  for (const CopyRequest* r : small) {
+    copies += segment_count(*r);
+    pieces += pieces_of(*r);
+  }
+  if (pieces > UINT32_MAX) return cudaErrorInvalidValue;  // more warps than a launch counts
+  SegmentBuffer b = take_segments(copies);
+  if (!b.segments) {  // no pinned memory: one cudaMemcpyAsync each (slow, but the copies go)
     for (const CopyRequest* r : small) {
       const cudaError_t e = issue_memcpy(*r, stream);
       if (e != cudaSuccess) return e;
@@ -192,14 +210,33 @@ cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> smal
     return cudaSuccess;
   }
   buffers.push_back(b);
+  // The runs into the launch's parameters; the offset pairs into pinned memory, a gather's with
+  // one memcpy. flush() cut `small` to at most kMaxPageCopyRuns runs.
+  PageCopyLaunch& launch = launch_;
+  launch.run_count = 0;
+  launch.warps = 0;
   size_t k = 0;
+  const CopyRequest* prev = nullptr;
   for (const CopyRequest* r : small) {
-    for_each_segment(*r, [&](const uint8_t* src, uint8_t* dst) {
-      k += split_page_copy(src, dst, r->length, b.pieces + k);
-      return cudaSuccess;
-    });
+    if (opens_run(prev, *r)) {
+      if (launch.run_count == kMaxPageCopyRuns) return cudaErrorInvalidValue;  // flush() prevents it
+      const bool gather = !r->segments.empty();
+      launch.runs[launch.run_count++] = {gather ? static_cast<const uint8_t*>(r->src) : nullptr,
+                                         gather ? static_cast<uint8_t*>(r->dst_ptr) : nullptr,
+                                         r->length, b.segments + k, 0, launch.warps};
+    }
+    PageCopyRun& run = launch.runs[launch.run_count - 1];
+    if (!r->segments.empty()) {
+      std::memcpy(b.segments + k, r->segments.data(), r->segments.size_bytes());
+    } else {
+      b.segments[k] = {reinterpret_cast<uintptr_t>(r->src), reinterpret_cast<uintptr_t>(r->dst_ptr)};
+    }
+    k += segment_count(*r);
+    run.copies += static_cast<uint32_t>(segment_count(*r));
+    launch.warps += static_cast<uint32_t>(pieces_of(*r));
+    prev = r;
   }
-  return launch_page_copy(b.pieces, static_cast<uint32_t>(k), stream);
+  return launch_page_copy(launch, stream);
 }
 
 void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& done) {
@@ -284,11 +321,15 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
   size_t total = 0;
   for (const CopyRequest* r : small) total += pieces_of(*r);
   const size_t per_launch = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : std::max(kPiecesPerLaunch, (total + n - 1) / n);
+  const size_t max_runs = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : kMaxPageCopyRuns;
   for (size_t i = 0; i < small.size();) {
     size_t j = i;
-    size_t pieces = 0;
-    while (j < small.size() && (j == i || pieces + pieces_of(*small[j]) <= per_launch)) {
+    size_t pieces = 0, runs = 0;
+    while (j < small.size()) {
+      const size_t more_runs = runs + (opens_run(j == i ? nullptr : small[j - 1], *small[j]) ? 1 : 0);
+      if (j > i && (pieces + pieces_of(*small[j]) > per_launch || more_runs > max_runs)) break;
       pieces += pieces_of(*small[j]);
+      runs = more_runs;
       ++j;
     }
     const std::span<const CopyRequest* const> part(small.data() + i, j - i);
@@ -308,7 +349,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     StreamState& st = d.streams[s];
     if (st.issuing.empty()) {
       // Only failed launches used these buffers.
-      free_pieces_.insert(free_pieces_.end(), st.issuing_buffers.begin(), st.issuing_buffers.end());
+      free_segments_.insert(free_segments_.end(), st.issuing_buffers.begin(), st.issuing_buffers.end());
       st.issuing_buffers.clear();
       continue;
     }
@@ -342,7 +383,7 @@ void CudaCopyEngine::retire(Flushed& f, const Status& status, std::vector<CopyDo
   inflight_ -= std::min(inflight_, f.ops.size());
   if (f.event) free_events_.push_back(f.event);
   f.event = nullptr;
-  free_pieces_.insert(free_pieces_.end(), f.buffers.begin(), f.buffers.end());
+  free_segments_.insert(free_segments_.end(), f.buffers.begin(), f.buffers.end());
   f.ops.clear();
   f.buffers.clear();
 }

@@ -9,11 +9,12 @@
 //     the streams;
 //   - small GPU-to-GPU copies (<= small_copy_bytes, both ends kCuda; for a gather request, its
 //     segments): in kKernel mode (and kAuto, unless the flush holds just one plain copy) the
-//     page-copy kernel (page_copy_kernel.h): every copy's, or segment's, pieces are written into a
-//     pinned host buffer, and one launch moves them all. A flush of more than kPiecesPerLaunch
-//     pieces is split into launches on different streams, so they run side by side; a request's
-//     pieces all stay in one launch. In kBatch mode one cudaMemcpyBatchAsync per flush, with
-//     every segment.
+//     page-copy kernel (page_copy_kernel.h): each gather request is a run in the launch's
+//     parameters and its segments are copied into a pinned host buffer as they are (plain copies
+//     of one length share a run, their addresses as segments), and one launch moves them all. A
+//     flush of more than kPiecesPerLaunch pieces or kMaxPageCopyRuns runs is split into launches
+//     on different streams, so they run side by side; a request stays in one launch. In kBatch
+//     mode one cudaMemcpyBatchAsync per flush, with every segment.
 // Each stream used in a flush records one event; when it fires, that flush's copies on the
 // stream are complete (their bytes are in the target's memory). A gather request completes as
 // one copy, with the event of the one stream that all its segments went on.
@@ -52,22 +53,22 @@ class CudaCopyEngine final : public CopyEngine {
 
   // Pieces one kernel launch takes before a flush spreads over another stream.
   static constexpr size_t kPiecesPerLaunch = 4096;
-  // Creates `device`'s streams and a few pinned piece buffers now, at set-up (registration),
+  // Creates `device`'s streams and a few pinned segment buffers now, at set-up (registration),
   // rather than at the first copy, which may come while an application kernel spins. A flush
   // that needs more buffers (more launches in flight, or one of more than kPiecesPerLaunch
-  // pieces) allocates them then, once; they are kept until the engine is destroyed.
+  // segments) allocates them then, once; they are kept until the engine is destroyed.
   Status prepare(int device);
 
  private:
-  // Pinned host memory holding one launch's pieces; reused once the launch is complete.
-  struct PieceBuffer {
-    PageCopyPiece* pieces = nullptr;
+  // Pinned host memory holding one launch's segments; reused once the launch is complete.
+  struct SegmentBuffer {
+    PageCopySegment* segments = nullptr;
     size_t capacity = 0;
   };
   struct Flushed {  // one flush's copies on one stream, complete when `event` fires
     cudaEvent_t event = nullptr;
     std::vector<uint64_t> ops;
-    std::vector<PieceBuffer> buffers;  // the kernel launches' pieces, freed with the event
+    std::vector<SegmentBuffer> buffers;  // the kernel launches' segments, freed with the event
   };
   struct StreamState {
     explicit StreamState(std::pmr::memory_resource* pool) : flushed(pool) {}
@@ -75,7 +76,7 @@ class CudaCopyEngine final : public CopyEngine {
     std::pmr::deque<Flushed> flushed;  // its blocks recycled through pool_
     // The flush being issued on this stream: its ops and launches' buffers (become a Flushed).
     std::vector<uint64_t> issuing;
-    std::vector<PieceBuffer> issuing_buffers;
+    std::vector<SegmentBuffer> issuing_buffers;
   };
   // A request until its flush: a gather's segments wait in the device's segment store (the
   // caller's span ends with submit()); `request.segments` points at them during the flush.
@@ -98,16 +99,17 @@ class CudaCopyEngine final : public CopyEngine {
   // Whether a request goes through issue_small (the kernel or the batched call).
   bool is_small(const CopyRequest& r) const;
   // Issues small GPU-to-GPU copies as one kernel launch / one batched call on `stream`; a
-  // kernel launch's piece buffer goes into `buffers`.
-  cudaError_t issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream, std::vector<PieceBuffer>& buffers);
+  // kernel launch's segment buffer goes into `buffers`.
+  cudaError_t issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream,
+                          std::vector<SegmentBuffer>& buffers);
   // One cudaMemcpyAsync per segment (or for the plain copy) on `stream`.
   static cudaError_t issue_memcpy(const CopyRequest& r, cudaStream_t stream);
   cudaEvent_t take_event();
-  // A pinned buffer for at least `pieces` pieces (a free one, else a new one); null pieces when
-  // pinned memory cannot be had.
-  PieceBuffer take_pieces(size_t pieces);
-  // A newly allocated one (kept in all_pieces_ until the destructor).
-  PieceBuffer new_pieces(size_t pieces);
+  // A pinned buffer for at least `segments` segments (a free one, else a new one); null
+  // segments when pinned memory cannot be had.
+  SegmentBuffer take_segments(size_t segments);
+  // A newly allocated one (kept in all_segments_ until the destructor).
+  SegmentBuffer new_segments(size_t segments);
 
 
   // Ends `f` (its ops reported with `status` into `done` when `done` is not null) and keeps its
@@ -123,8 +125,9 @@ class CudaCopyEngine final : public CopyEngine {
   std::vector<const CopyRequest*> plain_;  // flush()'s plain cudaMemcpyAsync copies, before merging
   std::map<int, DeviceState> devices_;
   std::vector<cudaEvent_t> free_events_;
-  std::vector<PieceBuffer> free_pieces_;
-  std::vector<PieceBuffer> all_pieces_;  // freed by the destructor
+  std::vector<SegmentBuffer> free_segments_;
+  std::vector<SegmentBuffer> all_segments_;  // freed by the destructor
+  PageCopyLaunch launch_;                    // issue_small()'s kernel parameters, reused
   size_t inflight_ = 0;  // requests (a gather counts once)
   // kBatch mode's argument arrays, reused.
   std::vector<void*> batch_dsts_;

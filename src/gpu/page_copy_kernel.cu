@@ -11,20 +11,31 @@ constexpr uint32_t kThreads = 256;
 constexpr uint32_t kWarps = kThreads / 32;
 constexpr uint64_t kWarpStep = 32 * 16;  // bytes one warp moves with one 16-byte access per lane
 
-__global__ void page_copy_kernel(const PageCopyPiece* pieces, uint32_t count) {
-  const uint32_t index = blockIdx.x * kWarps + threadIdx.x / 32;
-  if (index >= count) return;  // whole warps leave: the shuffles below see full warps only
+__global__ void page_copy_kernel(const __grid_constant__ PageCopyLaunch launch) {
+  const uint32_t warp = blockIdx.x * kWarps + threadIdx.x / 32;
+  if (warp >= launch.warps) return;  // whole warps leave: the shuffles below see full warps only
   const uint32_t lane = threadIdx.x % 32;
-  // The piece may live in host memory: three lanes read its three words at once (one round trip
-  // over PCIe instead of three), the warp shares them.
-  const PageCopyPiece& p = pieces[index];
+  // This warp's run: the last one starting at or before it (the same for every lane).
+  uint32_t lo = 0, hi = launch.run_count;
+  while (hi - lo > 1) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (launch.runs[mid].first_warp <= warp) lo = mid;
+    else hi = mid;
+  }
+  const PageCopyRun& run = launch.runs[lo];
+  const uint32_t pieces = static_cast<uint32_t>((run.length + kPageCopyPieceBytes - 1) / kPageCopyPieceBytes);
+  const uint32_t k = warp - run.first_warp;
+  const uint32_t copy = k / pieces;
+  const uint64_t at = uint64_t{k % pieces} * kPageCopyPieceBytes;
+  // The pair lives in host memory: two lanes read its two words at once (one round trip over
+  // PCIe), the warp shares them.
   uint64_t word = 0;
-  if (lane == 0) word = reinterpret_cast<uint64_t>(p.src);
-  if (lane == 1) word = reinterpret_cast<uint64_t>(p.dst);
-  if (lane == 2) word = p.length;
-  const auto* src = reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, word, 0));
-  auto* dst = reinterpret_cast<uint8_t*>(__shfl_sync(0xffffffffu, word, 1));
-  const uint64_t length = __shfl_sync(0xffffffffu, word, 2);
+  if (lane < 2) word = lane == 0 ? run.segments[copy].src_offset : run.segments[copy].dst_offset;
+  const uint64_t src_offset = __shfl_sync(0xffffffffu, word, 0);
+  const uint64_t dst_offset = __shfl_sync(0xffffffffu, word, 1);
+  const auto* src = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(run.src) + src_offset + at);
+  auto* dst = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(run.dst) + dst_offset + at);
+  const uint64_t length = run.length - at < kPageCopyPieceBytes ? run.length - at : kPageCopyPieceBytes;
   const bool aligned = ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15) == 0;
   if (!aligned) {
     for (uint64_t t = lane; t < length; t += 32) dst[t] = src[t];
@@ -58,9 +69,9 @@ cudaError_t load_page_copy_kernel() {
   return cudaFuncGetAttributes(&attr, page_copy_kernel);
 }
 
-cudaError_t launch_page_copy(const PageCopyPiece* pieces, uint32_t count, cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
-  page_copy_kernel<<<(count + kWarps - 1) / kWarps, kThreads, 0, stream>>>(pieces, count);
+cudaError_t launch_page_copy(const PageCopyLaunch& launch, cudaStream_t stream) {
+  if (launch.warps == 0 || launch.run_count == 0) return cudaSuccess;
+  page_copy_kernel<<<(launch.warps + kWarps - 1) / kWarps, kThreads, 0, stream>>>(launch);
   return cudaGetLastError();
 }
 

@@ -1,10 +1,14 @@
-// A gather/scatter copy kernel for batches of small copies (CUDA builds only). The host splits
-// every copy into pieces of at most kPageCopyPieceBytes (split_page_copy) and writes the pieces
-// into a buffer the GPU can read (pinned host memory); one launch then moves all of them, one
-// warp per piece, with 16-byte accesses where both ends are aligned. It replaces one
-// cudaMemcpyAsync per page when a paged write posts many small pages (cuda_copy_engine.h says
-// when). One launch serves a whole flush — thousands of pages — because a launch costs the
-// worker microseconds, which for 4 KiB pages is more than the copy.
+// A gather/scatter copy kernel for batches of small copies (CUDA builds only). One launch moves
+// every small copy of a flush — thousands of pages — because a launch costs the worker
+// microseconds, which for 4 KiB pages is more than the copy. It replaces one cudaMemcpyAsync per
+// page when a paged write posts many small pages (cuda_copy_engine.h says when).
+//
+// What the GPU reads: the launch's runs travel in the kernel's parameters (constant memory, no
+// round trip over PCIe); each run's copies are 16-byte offset pairs in pinned host memory, which
+// the host fills with one memcpy of a paged write's page offsets. Every copy is split into pieces
+// of at most kPageCopyPieceBytes, one warp per piece, with 16-byte accesses where both ends are
+// aligned. (Until 2026-12-03 the host wrote a 24-byte pointer/length triple per piece; on one
+// H200's host that fill took 15-25 us of a 4096-page request's CPU time.)
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,38 +17,43 @@
 
 namespace fabric_lib::gpu {
 
-// One warp's share of a copy.
-struct PageCopyPiece {
+// One copy of a run: `length` bytes from run.src + src_offset to run.dst + dst_offset. Laid out
+// as CopySegment (copy_engine.h), so a gather request's segments are copied as they are.
+struct PageCopySegment {
+  uint64_t src_offset;
+  uint64_t dst_offset;
+};
+
+// Copies of one length from one source base to one target base. A run of plain copies (each its
+// own source and target) has null bases and the copies' addresses as offsets.
+struct PageCopyRun {
   const uint8_t* src;
   uint8_t* dst;
-  uint64_t length;
+  uint64_t length;                   // bytes of each copy (> 0)
+  const PageCopySegment* segments;   // `copies` pairs, device-readable (pinned host memory)
+  uint32_t copies;
+  uint32_t first_warp;               // warps of the launch's earlier runs
 };
 
 // Bytes per piece: a multiple of 16, so aligned copies stay aligned piece by piece.
 inline constexpr uint64_t kPageCopyPieceBytes = 16 * 1024;
+// Runs one launch carries in its parameters (64 * 40 B: well inside the 4 KiB a launch may pass).
+inline constexpr uint32_t kMaxPageCopyRuns = 64;
 
-// How many pieces a copy of `length` bytes becomes (at least 1).
+struct PageCopyLaunch {
+  PageCopyRun runs[kMaxPageCopyRuns];
+  uint32_t run_count = 0;
+  uint32_t warps = 0;  // one per piece of every run
+};
+
+// How many pieces (warps) a copy of `length` bytes becomes (at least 1).
 inline uint64_t page_copy_pieces(uint64_t length) {
   return length == 0 ? 1 : (length + kPageCopyPieceBytes - 1) / kPageCopyPieceBytes;
 }
 
-// Writes the pieces of one copy of `length` > 0 bytes into `out` (room for
-// page_copy_pieces(length)); returns how many.
-inline uint64_t split_page_copy(const uint8_t* src, uint8_t* dst, uint64_t length, PageCopyPiece* out) {
-  uint64_t n = 0;
-  uint64_t at = 0;
-  do {
-    const uint64_t len = length - at < kPageCopyPieceBytes ? length - at : kPageCopyPieceBytes;
-    out[n++] = {src + at, dst + at, len};
-    at += len;
-  } while (at < length);
-  return n;
-}
-
-// Launches the kernel over `count` pieces on `stream` (whose device must reach every src and
-// dst, and `pieces`: device memory, or pinned host memory mapped for the device). `pieces` must
-// stay untouched until the launch is complete.
-cudaError_t launch_page_copy(const PageCopyPiece* pieces, uint32_t count, cudaStream_t stream);
+// Launches the kernel over `launch`'s runs on `stream` (whose device must reach every source and
+// target, and the runs' segments). The segments must stay untouched until the launch is complete.
+cudaError_t launch_page_copy(const PageCopyLaunch& launch, cudaStream_t stream);
 
 // Loads the kernel into the current device's context now. CUDA 12+ loads a module lazily at its
 // first launch, and that load waits for every kernel already running in the context: a first

@@ -572,5 +572,25 @@ TEST(MrDesc, RandomMutationsOfValidEncoding) {
   EXPECT_GT(decoded_ok, 1000u);
 }
 
+// Sizes for CUDA memory peers write into (memory.h): small allocations as asked, larger ones in
+// whole 2 MiB pages, never less than asked.
+TEST(PeerWrittenCudaBytes, RoundsOnlyAllocationsLargerThanALargePage) {
+  constexpr size_t kPage = kCudaLargePageBytes;
+  static_assert(kPage == size_t{2} << 20);
+  EXPECT_EQ(peer_written_cuda_bytes(0), 1u);
+  EXPECT_EQ(peer_written_cuda_bytes(1), 1u);
+  EXPECT_EQ(peer_written_cuda_bytes(4096), 4096u);
+  EXPECT_EQ(peer_written_cuda_bytes(kPage), kPage);
+  EXPECT_EQ(peer_written_cuda_bytes(kPage + 1), 2 * kPage);
+  EXPECT_EQ(peer_written_cuda_bytes(2 * kPage), 2 * kPage);
+  EXPECT_EQ(peer_written_cuda_bytes((size_t{2} << 30) + 4096), (size_t{2} << 30) + kPage);
+  for (size_t n = kPage + 1; n < 64 * kPage; n += 999'983) {
+    const size_t got = peer_written_cuda_bytes(n);
+    EXPECT_EQ(got % kPage, 0u) << n;
+    EXPECT_GE(got, n);
+    EXPECT_LT(got - n, kPage) << n;
+  }
+}
+
 }  // namespace
 }  // namespace fabric_lib

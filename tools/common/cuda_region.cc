@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "fabric_lib/memory.h"
+
 namespace fabric_lib::tools {
 namespace {
 
@@ -56,12 +58,10 @@ int peer_gpu() {
 Result<std::unique_ptr<Region>> make_cuda_region(size_t bytes, int device, size_t offset_in_allocation) {
   cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess) return cuda_error("cudaSetDevice", e);
-  // A multiple of 2 MiB, with at least 4 KiB past the region: a peer process maps an allocation
-  // of another size so that scattered writes into it run ~3.5x slower (docs/gpu.md, 2026-12-03
-  // evening: 2 GiB + 4 KiB against 2 GiB on one H200). It made fabric-bench's ipc paged writes
-  // measure that mapping rather than the engine.
-  constexpr size_t kLargePage = size_t{2} << 20;
-  const size_t total = (bytes + offset_in_allocation + 4096 + kLargePage - 1) / kLargePage * kLargePage;
+  // At least 4 KiB past the region, in a size peers map with large pages (peer_written_cuda_bytes:
+  // the odd size 2 GiB + 4 KiB made fabric-bench's ipc paged writes measure the small-page mapping
+  // rather than the engine; docs/gpu.md, "Past L2").
+  const size_t total = peer_written_cuda_bytes(bytes + offset_in_allocation + 4096);
   uint8_t* alloc = nullptr;
   e = cudaMalloc(reinterpret_cast<void**>(&alloc), total);
   if (e != cudaSuccess) return cuda_error("cudaMalloc", e);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "expert_kernel.h"
+#include "fabric_lib/memory.h"
 
 namespace fabric_lib::moe::testing {
 namespace {
@@ -28,7 +29,7 @@ GpuRank::~GpuRank() {
 Status GpuRank::allocate() {
   auto alloc = [&](auto*& out, size_t bytes) -> Status {
     void* p = nullptr;
-    FABRIC_LIB_RETURN_IF_ERROR(cuda(cudaMalloc(&p, bytes == 0 ? 16 : bytes), "cudaMalloc"));
+    FABRIC_LIB_RETURN_IF_ERROR(cuda(cudaMalloc(&p, peer_written_cuda_bytes(bytes == 0 ? 16 : bytes)), "cudaMalloc"));
     allocations_.push_back(p);
     out = static_cast<std::remove_reference_t<decltype(out)>>(p);
     return ok_status();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "all_to_all_impl.h"
+#include "fabric_lib/memory.h"
 #include "gpu_part.h"
 
 namespace fabric_lib::moe::detail {
@@ -18,9 +19,10 @@ Status cuda_status(cudaError_t e, const char* what) {
 
 namespace {
 
+// Peers write into the receive buffers: sizes they map with large pages (peer_written_cuda_bytes).
 Result<Allocation> alloc_device(size_t bytes) {
   void* p = nullptr;
-  const size_t n = round_up(bytes == 0 ? 1 : bytes, 4096);
+  const size_t n = peer_written_cuda_bytes(round_up(bytes == 0 ? 1 : bytes, 4096));
   FABRIC_LIB_RETURN_IF_ERROR(cuda_status(cudaMalloc(&p, n), "cudaMalloc"));
   FABRIC_LIB_RETURN_IF_ERROR(cuda_status(cudaMemset(p, 0, n), "cudaMemset"));
   return Allocation(p, n, [](void* q) { cudaFree(q); });

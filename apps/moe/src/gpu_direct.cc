@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "fabric_lib/memory.h"
 #include "gpu_part.h"
 
 namespace fabric_lib::moe::detail {
@@ -22,7 +23,7 @@ CudaGpuPart::~CudaGpuPart() {
 Status CudaGpuPart::init_direct(std::vector<Allocation>& allocations) {
   const kernels::DirectAreaLayout lay{st_.g.world, st_.g.route_block};
   void* p = nullptr;
-  const size_t n = round_up(lay.bytes(), 4096);
+  const size_t n = peer_written_cuda_bytes(round_up(lay.bytes(), 4096));  // peers' kernels store into it
   FABRIC_LIB_RETURN_IF_ERROR(cuda_status(cudaMalloc(&p, n), "cudaMalloc (direct area)"));
   FABRIC_LIB_RETURN_IF_ERROR(cuda_status(cudaMemset(p, 0, n), "cudaMemset"));
   allocations.emplace_back(p, n, [](void* q) { cudaFree(q); });

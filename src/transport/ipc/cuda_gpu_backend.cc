@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "fabric_lib/memory.h"
 #include "gpu/cuda_status.h"
 #include "gpu/device_guard.h"
 #include "gpu/memory_kind.h"
@@ -97,14 +98,12 @@ Result<GpuExport> CudaGpuBackend::export_region(void* ptr, size_t length, bool f
   static_assert(sizeof(handle) == sizeof(out.ipc_handle));
   std::memcpy(out.ipc_handle, &handle, sizeof(handle));
   out.alloc_offset = static_cast<uint64_t>(p - base);
-  // Measured on one H200 (docs/gpu.md, 2026-12-03 evening): a peer's scattered 4 KiB page writes
-  // into an imported allocation of 2 GiB + 4 KiB ran 3.5x slower than into one of exactly 2 GiB
-  // (the import is mapped with small pages, by all appearances). Said once per registration.
-  constexpr size_t kLargePage = size_t{2} << 20;
-  if (size > kLargePage && size % kLargePage != 0) {
+  // Peers' scattered writes into such an import run several times slower (peer_written_cuda_bytes,
+  // memory.h). Said once per registration.
+  if (size != peer_written_cuda_bytes(size)) {
     FL_LOG_WARN("ipc: the CUDA allocation under a registered region is {} bytes, not a multiple of 2 MiB: peers' "
                 "scattered writes into it may run several times slower; allocate GPU memory that peers write into "
-                "in multiples of 2 MiB",
+                "in multiples of 2 MiB (fabric_lib::peer_written_cuda_bytes)",
                 size);
   }
   return out;

@@ -27,7 +27,8 @@ struct DeviceMirror {
   bool alloc(size_t n) {
 #if FABRIC_LIB_HAVE_CUDA
     bytes = n;
-    return cudaMalloc(&ptr, n) == cudaSuccess;
+    // The inference side's regions are peer-written: a size peers map with large pages.
+    return cudaMalloc(&ptr, peer_written_cuda_bytes(n)) == cudaSuccess;
 #else
     (void)n;
     return false;
