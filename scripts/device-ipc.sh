@@ -11,9 +11,10 @@
 #   ipc-bench   fabric-bench --provider ipc: single and paged writes against
 #                  cudaMemcpyPeerAsync of the same bytes (ratios), paged writes once per GPU copy
 #                  mode (memcpy / batch / kernel, to choose the default), imm round trips p50/p99.
+#   ipc-bench-split  the single writes with 4 domains again, shards split over them (--max-shards 4).
 #   ipc-torch-gather  tools/fabric_bench/ipc_gather_vs_torch.py: paged writes of 4096 scattered
 #                  pages over 4 GiB buffers against torch index_copy_ and a contiguous copy_.
-# Adds to $OUT: ipc_bench.csv, ipc_gather_vs_torch.csv (the other output goes into device-tests.log, bench.txt and
+# Adds to $OUT: ipc_bench.csv, ipc_bench_split.csv, ipc_gather_vs_torch.csv (the other output goes into device-tests.log, bench.txt and
 # summary.txt).
 
 t0=$(date +%s)
@@ -43,6 +44,17 @@ timeout 300 "$build/tools/fabric-bench" --local --provider ipc --mode single,pag
   --duration 0.2 --latency-iterations 2000 --csv "$out/ipc_bench.csv" >>"$out/bench.txt" 2>&1
 status=$?
 result ipc-bench "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+
+# The same single writes with 4 domains, each write's shards split over them (--max-shards 4: what
+# the default did before it kept a one-medium group's shards on one domain), in the same run.
+t0=$(date +%s)
+stamp "ipc single writes split over 4 domains (--max-shards 4)"
+echo "== fabric-bench --provider ipc --mode single --domains 4 --max-shards 4" >>"$out/bench.txt"
+timeout 200 "$build/tools/fabric-bench" --local --provider ipc --mode single --domains 4 --max-shards 4 "${spin[@]}" \
+  --sizes 256KiB,1MiB,4MiB,16MiB --window 16 --max-inflight 256MiB --max-region 512MiB \
+  --duration 0.2 --csv "$out/ipc_bench_split.csv" >>"$out/bench.txt" 2>&1
+status=$?
+result ipc-bench-split "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
 
 
 # shellcheck source=device-ipc-gather.sh

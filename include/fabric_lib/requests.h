@@ -36,10 +36,11 @@ inline constexpr uint64_t kShardAlignBytes = 4096;
 inline constexpr uint64_t kMaxWrBytes = 1ull << 30;
 
 // Spread the work over up to `max_shards` consecutive domains of the group (0 = all of them),
-// starting at a rotating domain so that consecutive small requests use different NICs. (For paged
-// writes on the same-host IPC backend, whose domains share one medium, 0 means one domain a
-// request: splitting would add work and no bandwidth. A paged write's imm count is one per page
-// either way.)
+// starting at a rotating domain so that consecutive small requests use different NICs. (On the
+// same-host IPC backend, whose domains share one medium, 0 means one domain a request: a paged
+// write's pages, a single write's shards and each by-bytes scatter destination's shards are all
+// posted by one domain, since splitting would add work and no bandwidth. The shards and the imm
+// counts are the same either way: imm_count_of() does not depend on where they are posted.)
 struct RoundRobin {
   uint32_t max_shards = 0;
 };

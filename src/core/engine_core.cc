@@ -257,10 +257,14 @@ Status EngineCore::check_route(const Route& route) const {
   return ok_status();
 }
 
-Route EngineCore::paged_route(const Route& route, size_t group) const {
+planner::Placement EngineCore::placement(const Route& route, size_t group) const {
   const RoundRobin* rr = std::get_if<RoundRobin>(&route);
-  if (rr && rr->max_shards == 0 && workers_[group]->infos()[0].one_medium) return RoundRobin{1};
-  return route;
+  const bool one_domain = rr && rr->max_shards == 0 && workers_[group]->infos()[0].one_medium;
+  return one_domain ? planner::Placement::kFirstDomain : planner::Placement::kRotate;
+}
+
+Route EngineCore::paged_route(const Route& route, size_t group) const {
+  return placement(route, group) == planner::Placement::kFirstDomain ? Route{RoundRobin{1}} : route;
 }
 
 // --- submission -------------------------------------------------------------------------------
@@ -315,7 +319,8 @@ Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion don
   r->src = std::move(src).value();
   r->has_imm = request.imm.has_value();
   r->imm = request.imm.value_or(0);
-  planner::plan_write(request, num_domains(), workers_[group]->next_start_domain(), r->wrs);
+  planner::plan_write(request, num_domains(), workers_[group]->next_start_domain(), r->wrs,
+                      placement(request.route, group));
   r->targets = {std::move(request.dst)};
   return enqueue(group, std::move(r), scope);
 }
@@ -401,7 +406,8 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
   r->src = std::move(src);
   r->has_imm = request.imm.has_value();
   r->imm = request.imm.value_or(0);
-  planner::plan_scatter(request, num_domains(), workers_[group]->next_start_domain(), r->wrs);
+  planner::plan_scatter(request, num_domains(), workers_[group]->next_start_domain(), r->wrs,
+                        placement(request.route, group));
   if (peers) {
     // Group targets name peers by index; map each WR's target to that peer.
     for (planner::WrPlan& w : r->wrs) w.target = request.targets[w.target].peer;

@@ -127,8 +127,12 @@ class EngineCore {
                                                   const char* what) const;
   Status check_remote(const MrDesc& desc, uint64_t offset, uint64_t length, size_t group) const;
   Status check_route(const Route& route) const;
-  // The route a paged write's pages are planned with: on domains that share one medium
-  // (DomainInfo::one_medium) the default RoundRobin keeps them on one domain.
+  // Where a contiguous write's shards go: on domains that share one medium
+  // (DomainInfo::one_medium) the default RoundRobin puts them all on one domain (same shards, same
+  // imm count; one op there instead of one per domain). Any other route rotates them.
+  planner::Placement placement(const Route& route, size_t group) const;
+  // The route a paged write's pages are planned with: where placement() keeps shards on one
+  // domain, RoundRobin{1} (a paged write's imm count does not depend on the route).
   Route paged_route(const Route& route, size_t group) const;
   Status check_page_geometry(uint64_t page_length, uint64_t src_stride, uint64_t dst_stride, bool several_pages,
                              const char* what) const;

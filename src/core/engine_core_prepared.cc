@@ -145,12 +145,13 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedScatter::Data& p, s
   r->has_imm = imm.has_value();
   r->imm = imm.value_or(0);
   const uint32_t start = workers_[group]->next_start_domain();
+  const planner::Placement place = placement(p.route, group);
   for (size_t i = 0; i < slices.size(); ++i) {
     const ScatterSlice& s = slices[i];
     if (s.length == 0 && !imm) continue;  // nothing to write and no imm to deliver
     const PreparedScatterTarget& t = p.targets[i];
     planner::plan_scatter_piece({static_cast<uint32_t>(i), s.length, t.src_offset + s.offset_in_src, t.dst_offset + s.offset_in_dst},
-                                p.sharding, p.route, num_domains(), start, r->wrs);
+                                p.sharding, p.route, num_domains(), start, r->wrs, place);
   }
   for (planner::WrPlan& w : r->wrs) w.target = p.targets[w.target].peer;  // WRs name the group's peers
   r->group = p.peers;

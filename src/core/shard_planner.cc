@@ -53,10 +53,14 @@ size_t plan_pages(size_t pages, const Route& route, size_t domains, uint32_t sta
 
 namespace fabric_lib::planner {
 
-void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
-  for_each_contiguous_piece(request.length, request.route, domains, start, [&](const WritePiece& p) {
-    out.push_back({p.domain, 0, request.src_offset + p.offset, request.dst_offset + p.offset, p.length});
-  });
+void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out,
+                Placement placement) {
+  for_each_contiguous_piece(
+      request.length, request.route, domains, start,
+      [&](const WritePiece& p) {
+        out.push_back({p.domain, 0, request.src_offset + p.offset, request.dst_offset + p.offset, p.length});
+      },
+      placement);
 }
 
 void plan_page_list(std::span<const uint32_t> src_pages, std::span<const uint32_t> dst_pages, const PageGeometry& g,
@@ -81,22 +85,23 @@ void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start
 }
 
 void plan_scatter_piece(const ScatterPiece& target, ScatterSharding sharding, const Route& route, size_t domains,
-                        uint32_t start, std::vector<WrPlan>& out) {
+                        uint32_t start, std::vector<WrPlan>& out, Placement placement) {
   auto emit = [&](const WritePiece& p) {
     out.push_back({p.domain, target.target, target.src_offset + p.offset, target.dst_offset + p.offset, p.length});
   };
   if (sharding == ScatterSharding::kByBytes) {
-    for_each_contiguous_piece(target.length, route, domains, start + target.target, emit);
+    for_each_contiguous_piece(target.length, route, domains, start + target.target, emit, placement);
   } else {
     for_each_contiguous_piece(target.length, Pinned{domain_of(target.target, route, domains, start)}, domains, 0, emit);
   }
 }
 
-void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out) {
+void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out,
+                  Placement placement) {
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
     plan_scatter_piece({static_cast<uint32_t>(t), target.length, target.src_offset, target.dst_offset},
-                        request.sharding, request.route, domains, start, out);
+                        request.sharding, request.route, domains, start, out, placement);
   }
 }
 

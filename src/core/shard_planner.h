@@ -27,6 +27,13 @@ struct PageRun {
   uint32_t domain = 0;
 };
 
+// Where the shards of one contiguous write go. kRotate: shard i on domain_of(i) (each domain its
+// own shard). kFirstDomain: every shard on domain_of(0) — for groups whose domains share one
+// medium (DomainInfo::one_medium), where splitting adds per-domain work and no bandwidth. The
+// shard layout, and so the WR and imm counts (imm_count_of_write), is the route's either way;
+// only the domain that posts them differs.
+enum class Placement : uint8_t { kRotate, kFirstDomain };
+
 // How many domains `route` may use (1 for Pinned).
 size_t shard_limit(const Route& route, size_t domains);
 // The domain of the i-th shard (or scatter target) when the first one goes to `start`: shards
@@ -43,7 +50,8 @@ uint64_t count_contiguous(uint64_t length, const Route& route, size_t domains);
 // how many. (A callable, not a vector: the request planners write straight into the request's
 // plan, with no scratch vector to allocate per submit.)
 template <typename Emit>
-size_t for_each_contiguous_piece(uint64_t length, const Route& route, size_t domains, uint32_t start, Emit&& emit);
+size_t for_each_contiguous_piece(uint64_t length, const Route& route, size_t domains, uint32_t start, Emit&& emit,
+                                 Placement placement = Placement::kRotate);
 // The same pieces, appended to `out`; returns how many were appended.
 size_t plan_contiguous(uint64_t length, const Route& route, size_t domains, uint32_t start,
                        std::vector<WritePiece>& out);
@@ -67,9 +75,12 @@ struct WrPlan {
 
 // Whole-request plans. Every byte of the request appears in exactly one WrPlan; the local domain
 // of a WrPlan is also the remote domain it writes to. `start` is the rotating first domain.
-void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
+void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out,
+                Placement placement = Placement::kRotate);
 void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
-void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
+// (kByBytes: each destination's shards placed by `placement`; kByPeer: one domain each anyway.)
+void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out,
+                  Placement placement = Placement::kRotate);
 
 // The same plans from their parts, for prepared requests (fabric_lib/prepared.h).
 struct PageGeometry {
@@ -90,7 +101,7 @@ struct ScatterPiece {
 };
 // Appends the WRs of one scatter destination (the same rule as plan_scatter's, per target).
 void plan_scatter_piece(const ScatterPiece& piece, ScatterSharding sharding, const Route& route, size_t domains,
-                        uint32_t start, std::vector<WrPlan>& out);
+                        uint32_t start, std::vector<WrPlan>& out, Placement placement = Placement::kRotate);
 // One zero-length WR per peer (imm-only and barrier), peers rotating over domains.
 void plan_imm_only(size_t peers, size_t domains, uint32_t start, std::vector<WrPlan>& out);
 
@@ -105,7 +116,8 @@ struct ShardLayout {
 ShardLayout shard_layout(uint64_t length, const Route& route, size_t domains);
 
 template <typename Emit>
-size_t for_each_contiguous_piece(uint64_t length, const Route& route, size_t domains, uint32_t start, Emit&& emit) {
+size_t for_each_contiguous_piece(uint64_t length, const Route& route, size_t domains, uint32_t start, Emit&& emit,
+                                 Placement placement) {
   if (length == 0) {
     emit(WritePiece{0, 0, domain_of(0, route, domains, start)});
     return 1;
@@ -115,7 +127,7 @@ size_t for_each_contiguous_piece(uint64_t length, const Route& route, size_t dom
   for (uint64_t s = 0; s < l.shards; ++s) {
     const uint64_t begin = s * l.shard_bytes;
     const uint64_t end = begin + l.shard_bytes < length ? begin + l.shard_bytes : length;
-    const uint32_t domain = domain_of(s, route, domains, start);
+    const uint32_t domain = domain_of(placement == Placement::kRotate ? s : 0, route, domains, start);
     for (uint64_t off = begin; off < end; off += kMaxWrBytes) {
       emit(WritePiece{off, end - off < kMaxWrBytes ? end - off : kMaxWrBytes, domain});
       ++n;

@@ -38,8 +38,9 @@ struct DomainInfo {
   size_t wrs_per_pass = 64;
   // The group's domains of this backend share one medium (the ipc backend: one host's memory and
   // GPU copy engines), so splitting one request over them adds per-domain work and no bandwidth:
-  // the engine keeps a paged write's pages on one domain unless its route asks for more shards
-  // (requests still rotate over the domains; a paged write's imm count does not depend on it).
+  // the engine keeps a paged write's pages, and a write's shards, on one domain unless the route
+  // asks for a shard count (requests still rotate over the domains; the WRs and imm counts are
+  // the route's either way, only the posting domain changes).
   bool one_medium = false;
   // The provider reports FI_HMEM: it may register GPU memory (kCuda). Whether it really can is
   // known at the first such registration (Debian's shm reports FI_HMEM without CUDA support).

@@ -6,7 +6,8 @@
 // a run to a peer that exited or closed ends with PeerUnreachable for each posted WR. Host memory:
 // in this process (memcpy), and in a child process (process_vm_writev with iovec batches).
 // IpcDomain::post_pages, the same run given as its page list (PageRunWr): the same op, bytes and
-// counts, the same refusals, and an index whose offset passes 2^64 refused.
+// counts, the same refusals, and an index whose offset passes 2^64 refused. A write's shards
+// (WRs that continue each other, of unequal lengths): one op and one plain copy the same way.
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -149,6 +150,65 @@ TEST(IpcDomainRuns, ARunIsOneOpOneImmRecordAndOneEventAndEveryPageLandsBeforeIts
 
 TEST(IpcDomainRuns, APageListIsOneOpOneImmRecordAndOneEventAndEveryPageLandsBeforeItsImm) {
   expect_run_lands_as_one_op(/*page_list=*/true);
+}
+
+// A write's shards on one domain (the engine keeps them there on a one-medium group): WRs of
+// unequal lengths that continue each other on both sides are one op and one plain copy — one
+// imm record and one event, each counting the WRs — and every byte lands before the imm. A WR
+// after them that does not continue them starts a new op.
+TEST(IpcDomainRuns, AWritesShardsAreOneOpOneImmRecordAndOneEventAndLandBeforeTheImm) {
+  IpcOptions a = testing::test_options();
+  a.host_copies.slice_bytes = a.host_copies.budget_bytes = 64 * 1024;  // the copy takes many polls
+  Pair p(std::move(a), testing::test_options());
+  ASSERT_TRUE(p.a && p.b);
+  const std::vector<size_t> shard_pages = {17, 17, 17, 15};  // 66 pages, as shard_layout cuts them
+  constexpr size_t kPages = 68;
+  std::vector<uint8_t> src = source_pages(kPages), dst(2 * kPages * kPage, 0);
+  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
+  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  ASSERT_TRUE(smr.ok() && dmr.ok());
+  std::vector<WriteWr> wrs;
+  for (size_t k = 0, page = 0; k < shard_pages.size(); page += shard_pages[k++]) {
+    wrs.push_back(write_wr(src.data() + page * kPage, smr->desc, shard_pages[k] * kPage, p.b_at_a, page * kPage, dmr->rkey, 31u, 5));
+  }
+  // Page 0 again, to the second half of the target: not a continuation.
+  wrs.push_back(write_wr(src.data(), smr->desc, kPage, p.b_at_a, kPages * kPage + kPage, dmr->rkey, 32u, 6));
+  PostResult last = PostResult::kFailed;
+  Status error;
+  ASSERT_EQ(p.a->post_writes(wrs, &last, &error), wrs.size()) << error.to_string();
+  EXPECT_EQ(last, PostResult::kPosted);
+  EXPECT_EQ(p.a->ops_in_flight(), 2u) << "the four shards are one op, the fifth WR another";
+  std::vector<size_t> identity(kPages - 2);
+  std::iota(identity.begin(), identity.end(), size_t{0});
+  size_t missing_at_imm = SIZE_MAX;
+  auto imms_of = [&](uint32_t imm) {
+    uint64_t n = 0;
+    for (const Event& e : p.eb) n += e.kind == EventKind::kImm && e.imm == imm ? e.count : 0;
+    return n;
+  };
+  ASSERT_TRUE(p.poll_until([&] {
+    if (missing_at_imm == SIZE_MAX && imms_of(31) > 0) missing_at_imm = pages_missing(dst.data(), identity, identity.size());
+    return imms_of(31) + imms_of(32) >= 5 && count_of(p.ea, EventKind::kWriteDone) >= 5;
+  }));
+  EXPECT_EQ(missing_at_imm, 0u) << "an imm of the shards arrived before all of their bytes";
+  for (int i = 0; i < 100; ++i) p.a->poll(p.ea, 64), p.b->poll(p.eb, 64);
+  EXPECT_EQ(imms_of(31), 4u) << "one arrival per shard WR";
+  EXPECT_EQ(imms_of(32), 1u);
+  EXPECT_EQ(count_kind(p.eb, EventKind::kImm), 2u) << "one record for the shards, one for the fifth WR";
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> per_context;  // context -> (events, WRs)
+  for (const Event& e : p.ea) {
+    EXPECT_TRUE(e.status.ok()) << e.status.to_string();
+    per_context[e.context].first += 1;
+    per_context[e.context].second += e.count;
+  }
+  EXPECT_EQ(per_context, (std::map<uint64_t, std::pair<uint64_t, uint64_t>>{{5, {1, 4}}, {6, {1, 1}}}));
+  EXPECT_EQ(pages_missing(dst.data(), identity, identity.size()), 0u);
+  EXPECT_EQ(std::memcmp(dst.data() + kPages * kPage + kPage, src.data(), kPage), 0);
+  // Nothing past the shards' last byte, nor around the fifth WR's page.
+  const size_t past = identity.size() * kPage, fifth = kPages * kPage + kPage;
+  EXPECT_EQ(std::count(dst.begin() + past, dst.begin() + fifth, 0), static_cast<ptrdiff_t>(fifth - past));
+  EXPECT_EQ(std::count(dst.begin() + fifth + kPage, dst.end(), 0), static_cast<ptrdiff_t>(dst.size() - fifth - kPage));
+  EXPECT_EQ(p.a->ops_in_flight(), 0u);
 }
 
 // post_writes' WRs in order, whatever their form: a run, an imm-only WR, a single write, another

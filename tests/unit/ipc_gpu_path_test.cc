@@ -6,7 +6,8 @@
 // imports close when the peer is removed, and a host source reaches a GPU target through the
 // default device. Also: GPU sources into a peer's host memory, read through the backend in
 // bounce-sized steps. And a paged write's run into a peer's GPU memory: one gather copy request,
-// one imm record counting its pages, one completion event, every page in place at the first imm.
+// one imm record counting its pages, one completion event, every page in place at the first imm;
+// a write's shards (WRs that continue each other) the same way as one plain copy.
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -292,7 +293,8 @@ struct RunReport {
   uint64_t intact_at_first_imm = 0;
 };
 
-int run_page_target(uint8_t* alloc, int to_parent, int from_parent, const std::vector<size_t>& perm) {
+// `arrivals`: the imm arrivals to wait for (the run's WRs).
+int run_page_target(uint8_t* alloc, int to_parent, int from_parent, const std::vector<size_t>& perm, uint64_t arrivals) {
   FakeCounters counters;
   auto d = testing::open_domain(8192, fake_factory(alloc, &counters));
   if (!d) return 10;
@@ -317,7 +319,7 @@ int run_page_target(uint8_t* alloc, int to_parent, int from_parent, const std::v
   RunReport report;
   std::vector<Event> events;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (report.arrivals < perm.size() && std::chrono::steady_clock::now() < end) {
+  while (report.arrivals < arrivals && std::chrono::steady_clock::now() < end) {
     events.clear();
     d->poll(events, 64);
     for (const Event& e : events) {
@@ -331,10 +333,14 @@ int run_page_target(uint8_t* alloc, int to_parent, int from_parent, const std::v
   return read(from_parent, &done, 1) == 1 ? 0 : 14;  // stay alive until the parent is finished
 }
 
-TEST(IpcGpuPath, APagedRunIsOneGatherCopyAndOneImmRecordIntoAPeersGpuMemory) {
-  constexpr size_t kPages = 300;
-  std::vector<size_t> perm(kPages);
-  for (size_t p = 0; p < kPages; ++p) perm[p] = (p * 7 + 3) % kPages;  // 7 is prime to 300: a permutation
+// Source page p goes to target page perm[p]; WR k covers the next wr_pages[k] source pages (one
+// page each for a paged write's run; several for a write's shards, which continue each other).
+// Expected: one copy request with `segments` segments, one imm record and one completion event,
+// both counting the WRs, every page in place at the first imm.
+void expect_one_copy_into_peers_gpu(const std::vector<size_t>& perm, const std::vector<size_t>& wr_pages,
+                                    int segments) {
+  const size_t kPages = perm.size();
+  const uint64_t wrs = wr_pages.size();
   auto* alloc = static_cast<uint8_t*>(mmap(nullptr, kAllocBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(alloc, MAP_FAILED);
   int up[2], down[2];
@@ -344,7 +350,7 @@ TEST(IpcGpuPath, APagedRunIsOneGatherCopyAndOneImmRecordIntoAPeersGpuMemory) {
   if (child == 0) {
     close(up[0]);
     close(down[1]);
-    _exit(run_page_target(alloc, up[1], down[0], perm));
+    _exit(run_page_target(alloc, up[1], down[0], perm, wrs));
   }
   ASSERT_GT(child, 0);
   // A failed assertion returns early: the child must not outlive the test.
@@ -376,25 +382,25 @@ TEST(IpcGpuPath, APagedRunIsOneGatherCopyAndOneImmRecordIntoAPeersGpuMemory) {
   Result<PeerHandle> peer = d->add_peer(address);
   ASSERT_TRUE(peer.ok()) << peer.status().to_string();
   std::vector<WriteWr> run;
-  for (size_t p = 0; p < kPages; ++p) {
-    run.push_back(testing::write_wr(source_alloc + p * kPage, gpu_src->desc, kPage, *peer, perm[p] * kPage, rkey, 55u, 12));
+  for (size_t k = 0, p = 0; k < wr_pages.size(); p += wr_pages[k++]) {
+    run.push_back(testing::write_wr(source_alloc + p * kPage, gpu_src->desc, wr_pages[k] * kPage, *peer, perm[p] * kPage, rkey, 55u, 12));
   }
   PostResult last = PostResult::kFailed;
   Status error;
-  ASSERT_EQ(d->post_writes(run, &last, &error), kPages) << error.to_string();
+  ASSERT_EQ(d->post_writes(run, &last, &error), wrs) << error.to_string();
   EXPECT_EQ(last, PostResult::kPosted);
   EXPECT_EQ(counters.submits, 1) << "the run is one copy request";
-  EXPECT_EQ(counters.segments, static_cast<int>(kPages)) << "with one segment per page";
+  EXPECT_EQ(counters.segments, segments);
   std::vector<Event> events;
-  ASSERT_TRUE(testing::poll_until({d.get()}, {&events}, [&] { return testing::count_of(events, EventKind::kWriteDone) >= kPages; }));
+  ASSERT_TRUE(testing::poll_until({d.get()}, {&events}, [&] { return testing::count_of(events, EventKind::kWriteDone) >= wrs; }));
   RunReport report;
   ASSERT_EQ(read(up[0], &report, sizeof(report)), static_cast<ssize_t>(sizeof(report)));
-  EXPECT_EQ(report.arrivals, kPages) << "one imm arrival per page";
+  EXPECT_EQ(report.arrivals, wrs) << "one imm arrival per WR";
   EXPECT_EQ(report.events, 1u) << "one imm record for the run";
   EXPECT_EQ(report.intact_at_first_imm, 1u) << "the imm arrived before every page was in place";
   for (int i = 0; i < 20; ++i) d->poll(events, 64);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].count, kPages);
+  EXPECT_EQ(events[0].count, wrs);
   EXPECT_TRUE(events[0].status.ok()) << events[0].status.to_string();
   const char done = 1;
   ASSERT_EQ(write(down[1], &done, 1), 1);
@@ -405,6 +411,22 @@ TEST(IpcGpuPath, APagedRunIsOneGatherCopyAndOneImmRecordIntoAPeersGpuMemory) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   munmap(alloc, kAllocBytes);
   for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+}
+
+TEST(IpcGpuPath, APagedRunIsOneGatherCopyAndOneImmRecordIntoAPeersGpuMemory) {
+  constexpr size_t kPages = 300;
+  std::vector<size_t> perm(kPages);
+  for (size_t p = 0; p < kPages; ++p) perm[p] = (p * 7 + 3) % kPages;  // 7 is prime to 300: a permutation
+  expect_one_copy_into_peers_gpu(perm, std::vector<size_t>(kPages, 1), /*segments=*/kPages);
+}
+
+// A write's shards on one domain (the engine's placement on a one-medium group): WRs of unequal
+// lengths, each starting where the last ended on both sides, become ONE plain copy of them all.
+TEST(IpcGpuPath, AWritesShardsAreOnePlainCopyAndOneImmRecordIntoAPeersGpuMemory) {
+  constexpr size_t kPages = 300;
+  std::vector<size_t> perm(kPages);
+  for (size_t p = 0; p < kPages; ++p) perm[p] = p;
+  expect_one_copy_into_peers_gpu(perm, {80, 80, 80, 60}, /*segments=*/1);
 }
 
 }  // namespace

@@ -34,6 +34,17 @@ bool mark(std::vector<uint8_t>& counts, uint64_t begin, uint64_t len) {
   return true;
 }
 
+// A write of `len` bytes on `route` with imm 5, at random offsets below 10000.
+WriteRequest random_write(uint64_t len, const Route& route, std::mt19937_64& rng) {
+  WriteRequest req;
+  req.length = len;
+  req.src_offset = rng() % 10000;
+  req.dst_offset = rng() % 10000;
+  req.route = route;
+  req.imm = 5;
+  return req;
+}
+
 // plan_write(): every source and destination byte exactly once, offsets shifted by the request's,
 // one target, domains as plan_contiguous() assigns them.
 TEST(ShardPlanner, PlanWriteCoversEveryByteOnce) {
@@ -41,12 +52,7 @@ TEST(ShardPlanner, PlanWriteCoversEveryByteOnce) {
   for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8}, size_t{16}}) {
     for (const Route& route : test_routes(n)) {
       for (uint64_t len : {uint64_t{1}, uint64_t{4096}, 64 * KiB + 1, 300 * KiB + 7, MiB + 3}) {
-        WriteRequest req;
-        req.length = len;
-        req.src_offset = rng() % 10000;
-        req.dst_offset = rng() % 10000;
-        req.route = route;
-        req.imm = 5;
+        WriteRequest req = random_write(len, route, rng);
         const uint32_t start = static_cast<uint32_t>(rng() % 64);
         std::vector<WrPlan> plan;
         planner::plan_write(req, n, start, plan);
@@ -76,6 +82,57 @@ TEST(ShardPlanner, PlanWriteCoversEveryByteOnce) {
         }
         req.imm.reset();
         EXPECT_EQ(imm_count_of(req, n), 0u);
+      }
+    }
+  }
+}
+
+// Placement::kFirstDomain (one-medium groups): the same WRs as kRotate — offsets, lengths, count,
+// so imm_count_of() still holds — every one on the domain kRotate gives the first; for a by-bytes
+// scatter, per destination (destinations still rotate); kByPeer is unchanged.
+TEST(ShardPlanner, FirstDomainPlacementKeepsTheWrsAndMovesThemToTheFirstShardsDomain) {
+  std::mt19937_64 rng(7);
+  for (size_t n : {size_t{1}, size_t{2}, size_t{4}, size_t{8}}) {
+    for (const Route& route : test_routes(n)) {
+      for (uint64_t len : {uint64_t{0}, uint64_t{4096}, 128 * KiB, 300 * KiB + 7, MiB + 3, 3 * kMaxWrBytes + 5}) {
+        const uint32_t start = static_cast<uint32_t>(rng() % 64);
+        SCOPED_TRACE("len=" + std::to_string(len) + " N=" + std::to_string(n) + " " + route_name(route));
+        const WriteRequest req = random_write(len, route, rng);
+        std::vector<WrPlan> rotate, first;
+        planner::plan_write(req, n, start, rotate, planner::Placement::kRotate);
+        planner::plan_write(req, n, start, first, planner::Placement::kFirstDomain);
+        ASSERT_EQ(first.size(), rotate.size());
+        EXPECT_EQ(imm_count_of(req, n), first.size());
+        for (size_t i = 0; i < first.size(); ++i) {
+          EXPECT_EQ(first[i].domain, rotate[0].domain) << "WR " << i;
+          EXPECT_EQ(first[i].src_offset, rotate[i].src_offset) << "WR " << i;
+          EXPECT_EQ(first[i].dst_offset, rotate[i].dst_offset) << "WR " << i;
+          EXPECT_EQ(first[i].length, rotate[i].length) << "WR " << i;
+        }
+        for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
+          ScatterRequest sc;
+          sc.sharding = sharding;
+          sc.route = route;
+          sc.imm = 3;
+          for (uint64_t t = 0; t < 3; ++t) sc.targets.push_back({len, t * len, 0, {}, 0});
+          std::vector<WrPlan> rotated, kept;
+          planner::plan_scatter(sc, n, start, rotated, planner::Placement::kRotate);
+          planner::plan_scatter(sc, n, start, kept, planner::Placement::kFirstDomain);
+          ASSERT_EQ(kept.size(), rotated.size());
+          std::map<uint32_t, uint32_t> first_domain;  // target -> the domain of its first WR under kRotate
+          for (const WrPlan& w : rotated) first_domain.emplace(w.target, w.domain);
+          for (size_t i = 0; i < kept.size(); ++i) {
+            EXPECT_EQ(kept[i].target, rotated[i].target);
+            EXPECT_EQ(kept[i].src_offset, rotated[i].src_offset);
+            EXPECT_EQ(kept[i].length, rotated[i].length);
+            EXPECT_EQ(kept[i].domain, first_domain[kept[i].target]) << "scatter WR " << i;
+          }
+          for (uint32_t t = 0; t < 3; ++t) {
+            uint64_t wrs = 0;
+            for (const WrPlan& w : kept) wrs += w.target == t;
+            EXPECT_EQ(imm_count_of(sc, t, n), wrs) << "target " << t;
+          }
+        }
       }
     }
   }

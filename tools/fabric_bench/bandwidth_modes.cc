@@ -159,8 +159,8 @@ Status run_single_mode(Initiator& init, std::vector<Row>& rows) {
     w.window = window_for(o, size);
     w.bytes_per_request = size;
     w.ops_per_request = 1;
-    WriteRequest proto{regions.src_mr.handle, 0, regions.dst, 0, size, std::nullopt};
-    w.imms_per_request = imm_count_of_write(size, RoundRobin{}, domains);
+    WriteRequest proto{regions.src_mr.handle, 0, regions.dst, 0, size, std::nullopt, RoundRobin{o.max_shards}};
+    w.imms_per_request = imm_count_of_write(size, RoundRobin{o.max_shards}, domains);
     w.submit = [&init, proto, slots = w.slots](uint64_t i, uint32_t imm, Completion done) {
       WriteRequest r = proto;
       r.src_offset = r.dst_offset = (i % slots) * r.length;

@@ -242,10 +242,10 @@ Status IpcBench::single(std::vector<Row>& rows) {
     p.window = window_for(o_, size);
     p.bytes_per_request = size;
     p.ops_per_request = 1;
-    p.imms_per_request = imm_count_of_write(size, RoundRobin{}, domains_);
+    p.imms_per_request = imm_count_of_write(size, RoundRobin{o_.max_shards}, domains_);
     p.verify_bytes = p.slots * size;
     p.verify_hash = hash_region(pattern.data(), p.verify_bytes);
-    WriteRequest proto{mr->handle, 0, *dst, 0, size, std::nullopt};
+    WriteRequest proto{mr->handle, 0, *dst, 0, size, std::nullopt, RoundRobin{o_.max_shards}};
     p.submit = [this, proto, slots = p.slots](uint64_t i, uint32_t imm, Completion done) {
       WriteRequest r = proto;
       r.src_offset = r.dst_offset = (i % slots) * r.length;

@@ -153,6 +153,11 @@ int main(int argc, char** argv) {
   std::string inflight_bytes = "64MiB";
   app.add_option("--max-inflight", inflight_bytes, "caps the window at this many bytes in flight")->capture_default_str();
   app.add_option("--sizes", sizes_text, "single-write sizes (default 1KiB..64MiB, x4 steps)");
+  app.add_option("--max-shards", o.max_shards,
+                 "single writes' route: RoundRobin{N}, at most N domains a write (0: the engine's default; on ipc the "
+                 "default posts a write's shards from one domain, N = --domains splits them as libfabric domains do)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 16));
   app.add_option("--page-sizes", pages_text, "paged page sizes (default 1KiB..64KiB, x2 steps)");
   app.add_option("--pages-per-request", o.pages_per_request, "pages per paged request")
       ->capture_default_str()

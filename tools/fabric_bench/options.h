@@ -31,6 +31,7 @@ struct BenchOptions {
   uint64_t max_inflight_bytes = 64ull << 20;
 
   std::vector<uint64_t> sizes;          // single-write sizes
+  uint32_t max_shards = 0;              // single writes' route, RoundRobin{max_shards} (0: the default)
   std::vector<uint64_t> page_sizes;     // paged-write page sizes
   size_t pages_per_request = 64;
   std::vector<size_t> scatter_peers;    // peer counts of the scatter sweep

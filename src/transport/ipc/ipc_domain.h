@@ -69,8 +69,10 @@ class IpcDomain final : public Domain {
 
   PostResult post_write(const WriteWr& wr, Status* error) override;
   // Consecutive WRs with one peer, source region, key, length (> 0), context and imm (a paged
-  // write's pages on this domain) are posted as one op and one gather copy; they complete
-  // together (one event counting them) and their imms arrive as one record. Every WR is checked
+  // write's pages on this domain) are posted as one op and one gather copy; consecutive WRs that
+  // continue each other on both sides (a write's shards, the engine keeps them on one domain of
+  // a one-medium group) as one op and one plain copy. A run's WRs complete together (one event
+  // counting them) and their imms arrive as one record. Every WR is checked
   // as post_write checks it: when WR j of a run is refused, the run's first j are posted (as one
   // op) and WR j is reported with post_write's error. A run the copy engine cannot take now
   // (kAgain), or one met at the op limit, posts nothing. Anything else (imm-only WRs, a dead or
@@ -171,8 +173,8 @@ class IpcDomain final : public Domain {
   PostResult post_copy(Peer& peer, const WriteWr& wr, const LocalRegion& src, const RemoteRegion& dst, Status* error);
   // Why `wr` may not be posted: its source outside `src`, or its target outside `target`.
   static Status check_ranges(const WriteWr& wr, const LocalRegion& src, const RegionInfo& target);
-  // One op and one copy for `wrs` (checked; one run, or one WR): a plain copy for one WR, a
-  // gather copy for several. Nothing is left of the op unless kPosted.
+  // One op and one copy for `wrs` (checked; one run, or one WR): a plain copy for one WR or WRs
+  // that continue each other, a gather copy otherwise. Nothing is left of the op unless kPosted.
   PostResult start_copy(Peer& peer, std::span<const WriteWr> wrs, const LocalRegion& src, const RemoteRegion& dst,
                         Status* error);
   // What an op's WRs share: how many, their context and imm, each one's length.
@@ -200,7 +202,10 @@ class IpcDomain final : public Domain {
     bool one_by_one = false;
   };
   RunTarget run_target(PeerHandle peer, const void* src_desc, uint64_t rkey, PostResult* last, Status* error);
-  // How many WRs from the front of `wrs` make one run (1: none).
+  // Whether `b` starts where `a` ends, on both sides (the next shard of one write).
+  static bool continues(const WriteWr& a, const WriteWr& b);
+  // How many WRs from the front of `wrs` make one run (1: none): WRs that continue each other
+  // (any lengths), else WRs of one length.
   static size_t run_length(std::span<const WriteWr> wrs);
   // Posts one run (>= 2 WRs) as one op; returns how many of its WRs were posted.
   size_t post_run(std::span<const WriteWr> run, PostResult* last, Status* error);

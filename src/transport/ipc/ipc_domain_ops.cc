@@ -213,7 +213,13 @@ PostResult IpcDomain::start_copy(Peer& peer, std::span<const WriteWr> wrs, const
                                  const RemoteRegion& dst, Status* error) {
   const WriteWr& wr = wrs.front();
   CopyShape shape{static_cast<uint32_t>(wrs.size()), wr.context, wr.has_imm, wr.imm, wr.length};
-  if (wrs.size() == 1) return submit_copy(peer, shape, static_cast<const uint8_t*>(wr.src), wr.remote_addr, false, src, dst, error);
+  // One WR, or WRs that continue each other on both sides (a write's shards): one plain copy.
+  size_t contiguous = 1;
+  while (contiguous < wrs.size() && continues(wrs[contiguous - 1], wrs[contiguous])) ++contiguous;
+  if (contiguous == wrs.size()) {
+    shape.length = wrs.back().remote_addr + wrs.back().length - wr.remote_addr;
+    return submit_copy(peer, shape, static_cast<const uint8_t*>(wr.src), wr.remote_addr, false, src, dst, error);
+  }
   segments_.clear();  // a gather: each WR a segment, relative to both regions' bases
   for (const WriteWr& w : wrs) {
     segments_.push_back({static_cast<uint64_t>(static_cast<const uint8_t*>(w.src) - src.base), w.remote_addr});

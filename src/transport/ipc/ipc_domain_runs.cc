@@ -1,6 +1,7 @@
 // IpcDomain: post_writes — a paged write's pages on this domain as runs, each ONE op and ONE
 // gather copy (its completion one event counting the run's WRs, its imms one ring record), so
-// that the domain's work per page is a range check and a segment.
+// that the domain's work per page is a range check and a segment; the shards of one write
+// (contiguous on both sides) as ONE op and ONE plain copy the same way.
 #include <algorithm>
 
 #include "transport/ipc/ipc_domain.h"
@@ -12,18 +13,29 @@ namespace {
 // is one copy request (and one allocation of segments the first time one this large comes).
 constexpr size_t kMaxRunWrs = size_t{1} << 16;
 
-bool same_run(const WriteWr& a, const WriteWr& b) {
-  return a.peer == b.peer && a.src_desc == b.src_desc && a.rkey == b.rkey && a.length == b.length &&
-         a.context == b.context && a.has_imm == b.has_imm && (!a.has_imm || a.imm == b.imm);
+// One peer, source region, key, context and imm: what every WR of a run shares.
+bool same_op(const WriteWr& a, const WriteWr& b) {
+  return a.peer == b.peer && a.src_desc == b.src_desc && a.rkey == b.rkey && a.context == b.context &&
+         a.has_imm == b.has_imm && (!a.has_imm || a.imm == b.imm);
 }
 
 }  // namespace
+
+bool IpcDomain::continues(const WriteWr& a, const WriteWr& b) {
+  return b.length > 0 && b.src == static_cast<const uint8_t*>(a.src) + a.length && b.remote_addr == a.remote_addr + a.length;
+}
 
 size_t IpcDomain::run_length(std::span<const WriteWr> wrs) {
   if (wrs.empty() || wrs.front().length == 0 || wrs.front().src_desc == nullptr) return 1;
   const size_t limit = std::min(wrs.size(), kMaxRunWrs);
   size_t n = 1;
-  while (n < limit && same_run(wrs.front(), wrs[n])) ++n;
+  if (limit > 1 && same_op(wrs[0], wrs[1]) && continues(wrs[0], wrs[1])) {
+    // The shards of one write on this domain: contiguous on both sides, of any lengths.
+    while (n < limit && same_op(wrs.front(), wrs[n]) && continues(wrs[n - 1], wrs[n])) ++n;
+    return n;
+  }
+  // A paged write's pages: one length, anywhere.
+  while (n < limit && same_op(wrs.front(), wrs[n]) && wrs[n].length == wrs.front().length) ++n;
   return n;
 }
 
