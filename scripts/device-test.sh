@@ -20,7 +20,8 @@
 #           contiguous copy_ of 4096 scattered pages (scripts/device-ipc-gather.sh), alone.
 #   ipcprofile (not by default) where a paged write's time goes on this machine's CPU: the
 #           engine's and the ipc domain's work per WR, and a sampling profile of fabric-bench's
-#           ipc paged writes when .deb/prof/ holds gperftools (scripts/device-ipc-profile.sh).
+#           ipc paged writes when .deb/prof/ holds gperftools (scripts/device-ipc-profile.sh);
+#           FABRIC_LIB_IPC_PROFILE="paged4k single64k" picks what it samples.
 #   hostbench (not by default) fabric-bench on host memory (tcp, shm; 1 and 4 domains; every mode;
 #           shm's latency modes again with --trust-provider-calls) with this machine's cores:
 #           scripts/device-hostbench.sh.

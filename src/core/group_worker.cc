@@ -128,6 +128,7 @@ Status GroupWorker::open_domains() {
     domain_counters_.push_back(state.domain->counters());
     domains_.push_back(std::move(state));
   }
+  accept_between_polls_ = !infos_.empty() && !infos_[0].posts_issued_by_poll;
   for (size_t d = 1; d < infos_.size(); ++d) {
     if (infos_[d].transport != infos_[0].transport || infos_[d].delivery_complete != infos_[0].delivery_complete) {
       return invalid_argument("the domains of one group must use the same transport and semantics");
@@ -189,7 +190,8 @@ void GroupWorker::thread_main(std::promise<Status>* opened) {
       // A request that arrived during that poll is posted now, not after the other domains'
       // polls: on tcp one fi_cq_read does the socket work and takes ~1.7 us even when it finds
       // nothing, so with 4 domains a submit waited up to four of them.
-      if (d + 1 < domains_.size() && inbox_->has_requests()) busy |= accept_and_post(monotonic_ns());
+      // Not where the posts wait for a poll anyway (DomainInfo::posts_issued_by_poll).
+      if (accept_between_polls_ && d + 1 < domains_.size() && inbox_->has_requests()) busy |= accept_and_post(monotonic_ns());
     }
     for (size_t d = 0; d < domains_.size(); ++d) {
       must_poll |= !domains_[d].streams.empty() || domains_[d].domain->has_deferred_work();

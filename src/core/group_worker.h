@@ -278,6 +278,9 @@ class GroupWorker {
   // streams): recycled here, so a steady flow of requests allocates nothing.
   std::pmr::unsynchronized_pool_resource pool_;
   std::vector<DomainState> domains_;
+  // Whether a pass takes requests that arrived during one domain's poll before polling the next
+  // (DomainInfo::posts_issued_by_poll says when not).
+  bool accept_between_polls_ = true;
   std::vector<transport::Domain*> raw_domains_;
   std::vector<std::vector<uint8_t>> addresses_;
   std::vector<transport::DomainInfo> infos_;

@@ -42,6 +42,12 @@ struct DomainInfo {
   // asks for a shard count (requests still rotate over the domains; the WRs and imm counts are
   // the route's either way, only the posting domain changes).
   bool one_medium = false;
+  // The domain's posts are issued by its next poll(), together with whatever else the group's
+  // domains posted before it (the ipc backend: one batch of GPU copies, one page-copy launch, per
+  // poll). The worker then takes new requests only before a pass's polls, not between two
+  // domains' polls as it does for providers whose poll is slow (tcp: ~1.7 us per fi_cq_read):
+  // requests taken between polls would go out as a launch of their own.
+  bool posts_issued_by_poll = false;
   // The provider reports FI_HMEM: it may register GPU memory (kCuda). Whether it really can is
   // known at the first such registration (Debian's shm reports FI_HMEM without CUDA support).
   bool hmem = false;

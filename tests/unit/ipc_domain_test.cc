@@ -24,6 +24,8 @@ TEST(IpcDomain, InfoAndAddress) {
   EXPECT_EQ(d->info().transport, TransportKind::kSameHostIpc);
   EXPECT_EQ(d->info().provider, "ipc");
   EXPECT_TRUE(d->info().delivery_complete);
+  EXPECT_TRUE(d->info().one_medium);
+  EXPECT_TRUE(d->info().posts_issued_by_poll);  // the worker takes requests before a pass's polls only
   EXPECT_GE(d->wait_fd(), 0);
   Result<IpcAddress> a = IpcAddress::decode(d->address());
   ASSERT_TRUE(a.ok());
