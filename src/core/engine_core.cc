@@ -207,8 +207,7 @@ Status EngineCore::unregister_memory(MrHandle handle) {
   if (!handle.valid()) return invalid_argument("unregister_memory: empty handle");
   std::shared_ptr<MrEntry> entry = registry_.remove(handle);
   if (!entry) return not_found("memory region " + std::to_string(handle.id) + " is not registered");
-  entry->unregistered.store(true, std::memory_order_release);
-  return ok_status();
+  return ok_status();  // remove() marked it unregistered: prepared requests and lookups refuse it
 }
 
 Result<std::shared_ptr<MrEntry>> EngineCore::local_region(MrHandle handle, uint64_t offset, uint64_t length) const {

@@ -25,21 +25,29 @@ struct MrEntry {
   MemoryKind kind = MemoryKind::kHost;
   std::vector<transport::DomainMr> domain_mrs;  // one per domain of the group
   MrDesc desc;
-  // Set by unregister_memory: holders (prepared requests) refuse new submits from then on.
+  // Set by MrRegistry::remove (unregister_memory): holders (prepared requests) refuse new submits
+  // from then on, and the per-thread lookup caches stop returning it.
   std::atomic<bool> unregistered{false};
 };
 
+// Lookups take no lock in steady state: each thread keeps weak references to the regions it
+// looked up last (a small direct-mapped cache keyed by registry and id; ids are never reused), and
+// a cached entry counts only while it is not marked unregistered — remove() marks it before it
+// lets go, so a lookup that follows a completed remove() (in the caller's happens-before order)
+// never returns the region, even while requests still hold it. Misses take the shared lock.
 class MrRegistry {
  public:
+  MrRegistry();
   uint64_t next_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
   void insert(std::shared_ptr<MrEntry> entry);
   std::shared_ptr<MrEntry> find(MrHandle handle) const;
-  // Removes and returns the entry (null when unknown).
+  // Marks the entry unregistered, removes it and returns it (null when unknown).
   std::shared_ptr<MrEntry> remove(MrHandle handle);
-  // Removes everything (at shutdown).
+  // Marks and removes everything (at shutdown).
   void clear();
 
  private:
+  const uint64_t instance_;  // tells registries apart in the per-thread caches (addresses are reused)
   mutable std::shared_mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<MrEntry>> entries_;
   std::atomic<uint64_t> next_id_{1};
