@@ -112,12 +112,18 @@ TEST(MrRegistry, LookupsRacingRemovesNeverSeeARemovedRegion) {
       }
     });
   }
+  // Lets the readers make some lookups (bounded) before the next step.
+  auto let_readers_run = [&] {
+    const uint64_t target = lookups.load() + 64;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (lookups.load() < target && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  };
   for (int i = 0; i < kRegions; ++i) {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    let_readers_run();
     ASSERT_TRUE(r.remove(MrHandle{ids[i]}));
     removed_upto.store(i + 1, std::memory_order_release);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  let_readers_run();
   stop.store(true, std::memory_order_release);
   for (auto& t : readers) t.join();
   EXPECT_EQ(stale.load(), 0u);

@@ -129,7 +129,7 @@ std::vector<std::string> order_after_a_submit_during_a_poll(bool posts_issued_by
   EXPECT_TRUE(done.wait_for(1, 10s));
   EXPECT_EQ(done.errors.load(), 0u);
   const auto until = std::chrono::steady_clock::now() + 10s;
-  while ((*target)->imms().count(77) < 1 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  while ((*target)->imms().count(77) < 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   EXPECT_EQ((*target)->imms().count(77), 1u);
   EXPECT_EQ(dst, src);
   (*writer)->stop();
