@@ -18,12 +18,16 @@ class CopyEngineShare::Client final : public CopyEngine {
     CopyRequest tagged = request;
     tagged.op = (index_ << kOpBits) | request.op;
     const CopySubmit r = share_->engine_->submit(tagged, error);
-    if (r == CopySubmit::kAccepted) ++share_->inflight_[index_];
+    if (r == CopySubmit::kAccepted) {
+      ++share_->inflight_[index_];
+      ++share_->submits_since_pump_;
+    }
     return r;
   }
 
   void progress(std::vector<CopyDone>& done) override {
-    share_->pump();
+    if (share_->must_pump_for(index_)) share_->pump();
+    share_->pumps_seen_[index_] = share_->pumps_;
     std::vector<CopyDone>& mine = share_->done_[index_];
     for (CopyDone& d : mine) done.push_back(std::move(d));
     share_->inflight_[index_] -= mine.size();
@@ -53,10 +57,18 @@ class CopyEngineShare::Client final : public CopyEngine {
 std::unique_ptr<CopyEngine> CopyEngineShare::client() {
   done_.emplace_back();
   inflight_.push_back(0);
+  pumps_seen_.push_back(pumps_);
   return std::make_unique<Client>(shared_from_this(), done_.size() - 1);
 }
 
+bool CopyEngineShare::must_pump_for(uint64_t client) const {
+  if (submits_since_pump_ > 0) return true;
+  return pumps_seen_[client] == pumps_ && engine_->inflight() > 0;
+}
+
 void CopyEngineShare::pump() {
+  ++pumps_;
+  submits_since_pump_ = 0;
   scratch_.clear();
   engine_->progress(scratch_);
   for (CopyDone& d : scratch_) {

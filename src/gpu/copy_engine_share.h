@@ -8,6 +8,13 @@
 // index in their top 16 bits (the caller's ids must fit in 48), its inflight() counts its own
 // copies, and its drain() waits for its own copies (others keep theirs). The share lives as long
 // as its last client. Not thread-safe, like every CopyEngine: one thread at a time.
+//
+// One engine progress per pass, not one per client: a client's progress() runs the engine only
+// when copies were submitted since the engine last ran (they must be issued), or when no other
+// client ran it since this client's previous progress() (else what finished since is already
+// sorted into its queue, and the engine would only be asked again microseconds later — on an
+// H200 one event query per stream with copies in flight), and never when nothing is in flight.
+// A client polled alone runs it every time, so nothing waits on another client being polled.
 #pragma once
 
 #include <cstdint>
@@ -33,10 +40,15 @@ class CopyEngineShare : public std::enable_shared_from_this<CopyEngineShare> {
   class Client;
   // Runs the engine's progress once and sorts what finished into the clients' queues.
   void pump();
+  // Whether `client`'s progress() must run the engine (the rule above).
+  bool must_pump_for(uint64_t client) const;
 
   std::unique_ptr<CopyEngine> engine_;
   std::vector<std::vector<CopyDone>> done_;  // per client: finished, not yet reported
   std::vector<size_t> inflight_;            // per client: accepted, not yet reported
+  std::vector<uint64_t> pumps_seen_;        // per client: pumps_ at its previous progress()
+  uint64_t pumps_ = 0;                      // how often the engine's progress ran
+  uint64_t submits_since_pump_ = 0;
   std::vector<CopyDone> scratch_;
 };
 

@@ -184,8 +184,18 @@ class _Agent:
 
 def serve(conn, provider: str) -> None:
     """Process entry point: runs commands ``(name, args)`` from `conn` until ``("exit", ())``."""
-    # libfabric's shm provider writes '<name>,vm.btr' crash reports into the working directory.
-    os.chdir(tempfile.mkdtemp(prefix="fabric-lib-peer-"))
+    # libfabric's shm provider writes '<name>,vm.btr' crash reports into the working directory:
+    # a directory of the peer's own, removed when serve() returns or raises (a killed peer leaves it).
+    workdir = tempfile.TemporaryDirectory(prefix="fabric-lib-peer-")
+    os.chdir(workdir.name)
+    try:
+        _serve_in_workdir(conn, provider)
+    finally:
+        os.chdir("/")
+        workdir.cleanup()
+
+
+def _serve_in_workdir(conn, provider: str) -> None:
     agent = _Agent(provider)
     conn.send(("ok", agent.engine.main_address))
     while True:

@@ -20,6 +20,7 @@ class FakeEngine final : public CopyEngine {
     return CopySubmit::kAccepted;
   }
   void progress(std::vector<CopyDone>& done) override {
+    ++progress_calls;
     for (uint64_t op : running) done.push_back({op, ok_status()});
     running = std::move(pending);
     pending.clear();
@@ -32,6 +33,7 @@ class FakeEngine final : public CopyEngine {
   }
   std::vector<uint64_t> pending, running;
   std::vector<size_t> flushes;  // how many copies each flush issued
+  size_t progress_calls = 0;
 };
 
 std::vector<uint64_t> ops_of(const std::vector<CopyDone>& done) {
@@ -73,6 +75,55 @@ TEST(CopyEngineShare, EachClientSeesItsOwnCompletionsUnderItsOwnIds) {
   done_a.clear();
   a->progress(done_a);
   EXPECT_TRUE(done_a.empty()) << "each copy reported once";
+}
+
+// The worker polls a group's domains one after another in each pass: the engine runs once per
+// pass (the first poll issues and reaps for all), again whenever copies were submitted since it
+// last ran, and every time for a client polled alone.
+TEST(CopyEngineShare, TheEngineRunsOncePerPassOfTheClients) {
+  auto fake = std::make_unique<FakeEngine>();
+  FakeEngine& inner = *fake;
+  auto share = std::make_shared<CopyEngineShare>(std::move(fake));
+  std::unique_ptr<CopyEngine> a = share->client(), b = share->client(), c = share->client();
+  Status error;
+  std::vector<CopyDone> done_a, done_b, done_c;
+  auto pass = [&] {
+    a->progress(done_a);
+    b->progress(done_b);
+    c->progress(done_c);
+  };
+  pass();
+  EXPECT_EQ(inner.progress_calls, 0u) << "nothing in flight, nothing submitted: nothing to ask";
+
+  ASSERT_EQ(a->submit(copy(1), &error), CopySubmit::kAccepted);
+  ASSERT_EQ(b->submit(copy(2), &error), CopySubmit::kAccepted);
+  pass();  // a's poll issues both copies; b's and c's have nothing new to learn
+  EXPECT_EQ(inner.progress_calls, 1u);
+  EXPECT_EQ(inner.flushes, std::vector<size_t>{2});
+  pass();  // a's poll finds both finished; b's copy reaches b in the same pass
+  EXPECT_EQ(inner.progress_calls, 2u);
+  EXPECT_EQ(ops_of(done_a), std::vector<uint64_t>{1});
+  EXPECT_EQ(ops_of(done_b), std::vector<uint64_t>{2});
+  EXPECT_EQ(a->inflight() + b->inflight() + c->inflight(), 0u);
+
+  // A copy submitted after a's poll is issued by the next poll of the same pass.
+  ASSERT_EQ(c->submit(copy(3), &error), CopySubmit::kAccepted);
+  a->progress(done_a);
+  EXPECT_EQ(inner.progress_calls, 3u);
+  ASSERT_EQ(c->submit(copy(4), &error), CopySubmit::kAccepted);
+  b->progress(done_b);
+  EXPECT_EQ(inner.progress_calls, 4u) << "c's new copy must be issued now, not a pass later";
+  EXPECT_EQ(inner.flushes, (std::vector<size_t>{2, 1, 1}));
+  c->progress(done_c);
+  EXPECT_EQ(inner.progress_calls, 4u);
+
+  // c polled alone (the others idle) runs the engine each time until its copies are reported.
+  c->progress(done_c);
+  EXPECT_EQ(inner.progress_calls, 5u);
+  EXPECT_EQ(ops_of(done_c), (std::vector<uint64_t>{3, 4}));
+  EXPECT_EQ(c->inflight(), 0u);
+  c->progress(done_c);
+  EXPECT_EQ(inner.progress_calls, 5u) << "nothing in flight any more";
 }
 
 TEST(CopyEngineShare, DrainWaitsForTheClientsOwnCopiesAndLeavesTheOthers) {
