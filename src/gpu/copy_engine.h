@@ -76,6 +76,16 @@ class CopyEngine {
  public:
   virtual ~CopyEngine() = default;
   virtual CopySubmit submit(const CopyRequest& request, Status* error) = 0;
+  // Room for a gather's `n` segments, which the caller may fill and then submit as the front of
+  // the request's `segments`: an engine that keeps segments where its copies read them (the CUDA
+  // engine: pinned memory the page-copy kernel reads) then takes them without copying them
+  // again — a 4096-page write's 64 KiB of segments written once instead of three times. Valid
+  // until the next call on the engine; a room that is not submitted is simply reused. Empty
+  // (the default): no room; the caller passes segments from memory of its own, as always.
+  virtual std::span<CopySegment> segment_room(size_t n) {
+    (void)n;
+    return {};
+  }
   // Starts what was submitted, moves copies along and appends the finished ones. Copies may
   // finish in any order.
   virtual void progress(std::vector<CopyDone>& done) = 0;

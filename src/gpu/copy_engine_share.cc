@@ -25,6 +25,8 @@ class CopyEngineShare::Client final : public CopyEngine {
     return r;
   }
 
+  std::span<CopySegment> segment_room(size_t n) override { return share_->engine_->segment_room(n); }
+
   void progress(std::vector<CopyDone>& done) override {
     if (share_->must_pump_for(index_)) share_->pump();
     share_->pumps_seen_[index_] = share_->pumps_;

@@ -72,7 +72,7 @@ Status CudaCopyEngine::prepare(int device) {
   if (!d.ok()) return d.status();
   // Enough segment buffers for a few launches in flight, so that steady traffic allocates none.
   // Best effort: without pinned memory the small copies go one cudaMemcpyAsync each.
-  while (all_segments_.size() < 4) {
+  while (all_segments_.size() < 8) {
     SegmentBuffer b = new_segments(kPiecesPerLaunch);
     if (!b.segments) break;
     free_segments_.push_back(b);
@@ -105,8 +105,28 @@ CudaCopyEngine::SegmentBuffer CudaCopyEngine::new_segments(size_t segments) {
     return {};
   }
   b.segments = static_cast<PageCopySegment*>(p);
+  b.id = static_cast<uint32_t>(all_segments_.size());
   all_segments_.push_back(b);
+  holds_.push_back(0);
   return b;
+}
+
+void CudaCopyEngine::release(const SegmentBuffer& b) {
+  if (holds_[b.id] > 0 && --holds_[b.id] == 0) free_segments_.push_back(b);
+}
+
+std::span<CopySegment> CudaCopyEngine::segment_room(size_t n) {
+  if (n == 0) return {};
+  if (room_buffers_.empty() || room_buffers_.back().capacity - room_used_ < n) {
+    SegmentBuffer b = take_segments(n);
+    if (!b.segments) return {};
+    room_buffers_.push_back(b);
+    room_used_ = 0;
+  }
+  const SegmentBuffer& b = room_buffers_.back();
+  // The same 16-byte layout (static_assert above): the kernel reads what the caller writes.
+  room_ = std::span<CopySegment>(reinterpret_cast<CopySegment*>(b.segments) + room_used_, b.capacity - room_used_);
+  return room_;
 }
 
 Result<CudaCopyEngine::DeviceState*> CudaCopyEngine::device_state(int device) {
@@ -142,11 +162,24 @@ CopySubmit CudaCopyEngine::submit(const CopyRequest& r, Status* error) {
   DeviceState& state = **d;
   Queued q;
   q.request = r;
-  q.request.segments = {};  // the caller's span ends here: keep the segments in the store
+  q.request.segments = {};  // the caller's span ends here: keep the segments
   if (!r.segments.empty()) {
-    q.first = state.pending_segments.size();
-    q.count = r.segments.size();
-    state.pending_segments.insert(state.pending_segments.end(), r.segments.begin(), r.segments.end());
+    // In pinned room where the kernel reads them: written there by the caller (segment_room),
+    // or copied there now; else (no pinned memory) in the store until the flush.
+    const size_t n = r.segments.size();
+    const bool in_room = r.segments.data() == room_.data() && n <= room_.size();
+    const std::span<CopySegment> room = in_room ? room_ : segment_room(n);
+    if (room.size() >= n) {
+      if (!in_room) std::memcpy(room.data(), r.segments.data(), r.segments.size_bytes());
+      room_used_ += n;
+      room_ = {};
+      q.request.segments = room.first(n);
+      q.pinned = true;
+    } else {
+      q.first = state.pending_segments.size();
+      q.count = n;
+      state.pending_segments.insert(state.pending_segments.end(), r.segments.begin(), r.segments.end());
+    }
   }
   state.pending.push_back(q);
   ++inflight_;
@@ -175,17 +208,18 @@ cudaError_t CudaCopyEngine::issue_memcpy(const CopyRequest& r, cudaStream_t stre
   });
 }
 
-cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream,
+cudaError_t CudaCopyEngine::issue_small(std::span<const Queued* const> small, cudaStream_t stream,
                                         std::vector<SegmentBuffer>& buffers) {
   if (options_.mode == GpuCopyMode::kBatch) {
     batch_dsts_.clear();
     batch_srcs_.clear();
     batch_sizes_.clear();
-    for (const CopyRequest* r : small) {
-      for_each_segment(*r, [&](const uint8_t* src, uint8_t* dst) {
+    for (const Queued* q : small) {
+      const CopyRequest& r = q->request;
+      for_each_segment(r, [&](const uint8_t* src, uint8_t* dst) {
         batch_dsts_.push_back(dst);
         batch_srcs_.push_back(src);
-        batch_sizes_.push_back(r->length);
+        batch_sizes_.push_back(r.length);
         return cudaSuccess;
       });
     }
@@ -195,46 +229,56 @@ cudaError_t CudaCopyEngine::issue_small(std::span<const CopyRequest* const> smal
     return cudaMemcpyBatchAsync(batch_dsts_.data(), batch_srcs_.data(), batch_sizes_.data(), batch_dsts_.size(), &attr,
                                 &attr_index, 1, stream);
   }
+  // Pairs the launch needs a buffer for: plain copies' and gathers' not in pinned room.
   size_t copies = 0, pieces = 0;
-  for (const CopyRequest* r : small) {
-    copies += segment_count(*r);
-    pieces += pieces_of(*r);
+  for (const Queued* q : small) {
+    if (!q->pinned) copies += segment_count(q->request);
+    pieces += pieces_of(q->request);
   }
   if (pieces > UINT32_MAX) return cudaErrorInvalidValue;  // more warps than a launch counts
-  SegmentBuffer b = take_segments(copies);
-  if (!b.segments) {  // no pinned memory: one cudaMemcpyAsync each (slow, but the copies go)
-    for (const CopyRequest* r : small) {
-      const cudaError_t e = issue_memcpy(*r, stream);
-      if (e != cudaSuccess) return e;
+  SegmentBuffer b;
+  if (copies > 0) {
+    b = take_segments(copies);
+    if (!b.segments) {  // no pinned memory: one cudaMemcpyAsync each (slow, but the copies go)
+      for (const Queued* q : small) {
+        const cudaError_t e = issue_memcpy(q->request, stream);
+        if (e != cudaSuccess) return e;
+      }
+      return cudaSuccess;
     }
-    return cudaSuccess;
+    hold(b);
+    buffers.push_back(b);
   }
-  buffers.push_back(b);
-  // The runs into the launch's parameters; the offset pairs into pinned memory, a gather's with
-  // one memcpy. flush() cut `small` to at most kMaxPageCopyRuns runs.
+  // The runs into the launch's parameters: a gather in pinned room is read where it is; other
+  // offset pairs go into the launch's buffer (a gather's with one memcpy). flush() cut `small`
+  // to at most kMaxPageCopyRuns runs.
   PageCopyLaunch& launch = launch_;
   launch.run_count = 0;
   launch.warps = 0;
   size_t k = 0;
   const CopyRequest* prev = nullptr;
-  for (const CopyRequest* r : small) {
-    if (opens_run(prev, *r)) {
+  for (const Queued* q : small) {
+    const CopyRequest& r = q->request;
+    if (opens_run(prev, r)) {
       if (launch.run_count == kMaxPageCopyRuns) return cudaErrorInvalidValue;  // flush() prevents it
-      const bool gather = !r->segments.empty();
-      launch.runs[launch.run_count++] = {gather ? static_cast<const uint8_t*>(r->src) : nullptr,
-                                         gather ? static_cast<uint8_t*>(r->dst_ptr) : nullptr,
-                                         r->length, b.segments + k, 0, launch.warps};
+      const bool gather = !r.segments.empty();
+      const PageCopySegment* pairs = q->pinned ? reinterpret_cast<const PageCopySegment*>(r.segments.data()) : b.segments + k;
+      launch.runs[launch.run_count++] = {gather ? static_cast<const uint8_t*>(r.src) : nullptr,
+                                         gather ? static_cast<uint8_t*>(r.dst_ptr) : nullptr, r.length, pairs, 0,
+                                         launch.warps};
     }
     PageCopyRun& run = launch.runs[launch.run_count - 1];
-    if (!r->segments.empty()) {
-      std::memcpy(b.segments + k, r->segments.data(), r->segments.size_bytes());
-    } else {
-      b.segments[k] = {reinterpret_cast<uintptr_t>(r->src), reinterpret_cast<uintptr_t>(r->dst_ptr)};
+    if (!q->pinned) {
+      if (!r.segments.empty()) {
+        std::memcpy(b.segments + k, r.segments.data(), r.segments.size_bytes());
+      } else {
+        b.segments[k] = {reinterpret_cast<uintptr_t>(r.src), reinterpret_cast<uintptr_t>(r.dst_ptr)};
+      }
+      k += segment_count(r);
     }
-    k += segment_count(*r);
-    run.copies += static_cast<uint32_t>(segment_count(*r));
-    launch.warps += static_cast<uint32_t>(pieces_of(*r));
-    prev = r;
+    run.copies += static_cast<uint32_t>(segment_count(r));
+    launch.warps += static_cast<uint32_t>(pieces_of(r));
+    prev = &r;
   }
   return launch_page_copy(launch, stream);
 }
@@ -246,7 +290,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
   d.flushing_segments.swap(d.pending_segments);
   d.pending_segments.clear();
   for (Queued& q : d.flushing) {
-    if (q.count > 0) q.request.segments = std::span<const CopySegment>(d.flushing_segments.data() + q.first, q.count);
+    if (!q.pinned && q.count > 0) q.request.segments = std::span<const CopySegment>(d.flushing_segments.data() + q.first, q.count);
   }
   auto fail = [&](uint64_t op, const Status& why) {
     done.push_back({op, why});
@@ -258,7 +302,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     return;
   }
   const size_t n = d.streams.size();
-  std::vector<const CopyRequest*>& small = small_;
+  std::vector<const Queued*>& small = small_;
   small.clear();
   auto issued = [&](size_t s) -> std::vector<uint64_t>& { return d.streams[s].issuing; };
   std::vector<const CopyRequest*>& plain = plain_;
@@ -266,7 +310,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
   for (const Queued& q : d.flushing) {
     const CopyRequest& r = q.request;
     if (is_small(r)) {
-      small.push_back(&r);
+      small.push_back(&q);
       continue;
     }
     if (r.segments.empty()) {
@@ -306,9 +350,9 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     }
     i = j;
   }
-  if (small.size() == 1 && small[0]->segments.empty() && options_.mode == GpuCopyMode::kAuto) {
+  if (small.size() == 1 && small[0]->request.segments.empty() && options_.mode == GpuCopyMode::kAuto) {
     // One plain copy: no batch to win.
-    const CopyRequest& r = *small[0];
+    const CopyRequest& r = small[0]->request;
     const size_t s = d.next++ % n;
     const cudaError_t e = cudaMemcpyAsync(r.dst_ptr, r.src, r.length, cudaMemcpyDefault, d.streams[s].stream);
     if (e != cudaSuccess) fail(r.op, cuda_status("cudaMemcpyAsync", e));
@@ -319,20 +363,20 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
   // about equal size on different streams, so that they run side by side. A request's pieces
   // stay in one launch (its op completes with that launch's stream). Batch mode: one call.
   size_t total = 0;
-  for (const CopyRequest* r : small) total += pieces_of(*r);
+  for (const Queued* q : small) total += pieces_of(q->request);
   const size_t per_launch = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : std::max(kPiecesPerLaunch, (total + n - 1) / n);
   const size_t max_runs = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : kMaxPageCopyRuns;
   for (size_t i = 0; i < small.size();) {
     size_t j = i;
     size_t pieces = 0, runs = 0;
     while (j < small.size()) {
-      const size_t more_runs = runs + (opens_run(j == i ? nullptr : small[j - 1], *small[j]) ? 1 : 0);
-      if (j > i && (pieces + pieces_of(*small[j]) > per_launch || more_runs > max_runs)) break;
-      pieces += pieces_of(*small[j]);
+      const size_t more_runs = runs + (opens_run(j == i ? nullptr : &small[j - 1]->request, small[j]->request) ? 1 : 0);
+      if (j > i && (pieces + pieces_of(small[j]->request) > per_launch || more_runs > max_runs)) break;
+      pieces += pieces_of(small[j]->request);
       runs = more_runs;
       ++j;
     }
-    const std::span<const CopyRequest* const> part(small.data() + i, j - i);
+    const std::span<const Queued* const> part(small.data() + i, j - i);
     i = j;
     const size_t s = d.next++ % n;
     const cudaError_t e = issue_small(part, d.streams[s].stream, d.streams[s].issuing_buffers);
@@ -340,18 +384,23 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
       // The launch failed: wait for the stream, so no failed op's copy can still land later.
       cudaStreamSynchronize(d.streams[s].stream);
       const char* what = options_.mode == GpuCopyMode::kBatch ? "cudaMemcpyBatchAsync" : "page-copy kernel launch";
-      for (const CopyRequest* r : part) fail(r->op, cuda_status(what, e));
+      for (const Queued* q : part) fail(q->request.op, cuda_status(what, e));
     } else {
-      for (const CopyRequest* r : part) issued(s).push_back(r->op);
+      for (const Queued* q : part) issued(s).push_back(q->request.op);
     }
   }
   for (size_t s = 0; s < n; ++s) {
     StreamState& st = d.streams[s];
     if (st.issuing.empty()) {
       // Only failed launches used these buffers.
-      free_segments_.insert(free_segments_.end(), st.issuing_buffers.begin(), st.issuing_buffers.end());
+      for (const SegmentBuffer& b : st.issuing_buffers) release(b);
       st.issuing_buffers.clear();
       continue;
+    }
+    // Its launches may read gathers' segments in any of the flush's room buffers.
+    for (const SegmentBuffer& b : flushing_room_) {
+      hold(b);
+      st.issuing_buffers.push_back(b);
     }
     cudaEvent_t ev = take_event();
     const cudaError_t e = ev ? cudaEventRecord(ev, st.stream) : cudaErrorMemoryAllocation;
@@ -383,14 +432,30 @@ void CudaCopyEngine::retire(Flushed& f, const Status& status, std::vector<CopyDo
   inflight_ -= std::min(inflight_, f.ops.size());
   if (f.event) free_events_.push_back(f.event);
   f.event = nullptr;
-  free_segments_.insert(free_segments_.end(), f.buffers.begin(), f.buffers.end());
+  for (const SegmentBuffer& b : f.buffers) release(b);
   f.ops.clear();
   f.buffers.clear();
 }
 
 void CudaCopyEngine::progress(std::vector<CopyDone>& done) {
+  // The gathers' room goes with this progress's flushes (each holds it); what no flush holds
+  // (every copy failed, or none read it) is free again right after.
+  bool pending = false;
+  for (auto& [device, d] : devices_) pending = pending || !d.pending.empty();
+  if (pending) {
+    flushing_room_.swap(room_buffers_);
+    room_buffers_.clear();
+    room_used_ = 0;
+    room_ = {};
+  }
   for (auto& [device, d] : devices_) {
     if (!d.pending.empty()) flush(device, d, done);
+  }
+  for (const SegmentBuffer& b : flushing_room_) {
+    if (holds_[b.id] == 0) free_segments_.push_back(b);
+  }
+  flushing_room_.clear();
+  for (auto& [device, d] : devices_) {
     for (StreamState& s : d.streams) {
       while (!s.flushed.empty()) {
         Flushed& f = s.flushed.front();
@@ -416,6 +481,11 @@ void CudaCopyEngine::drain() {
       s.flushed.clear();
     }
   }
+  // The dropped copies' room (never flushed, so never held) is free again.
+  free_segments_.insert(free_segments_.end(), room_buffers_.begin(), room_buffers_.end());
+  room_buffers_.clear();
+  room_used_ = 0;
+  room_ = {};
 }
 
 }  // namespace fabric_lib::gpu

@@ -47,6 +47,10 @@ class CudaCopyEngine final : public CopyEngine {
   ~CudaCopyEngine() override;
 
   CopySubmit submit(const CopyRequest& request, Status* error) override;
+  // Room in pinned memory, where the page-copy kernel reads the segments (a submitted gather's
+  // segments are copied there when they are elsewhere; without pinned memory they wait in a
+  // vector and go the old way).
+  std::span<CopySegment> segment_room(size_t n) override;
   void progress(std::vector<CopyDone>& done) override;
   size_t inflight() const override { return inflight_; }
   void drain() override;
@@ -60,15 +64,18 @@ class CudaCopyEngine final : public CopyEngine {
   Status prepare(int device);
 
  private:
-  // Pinned host memory holding one launch's segments; reused once the launch is complete.
+  // Pinned host memory holding segments: one launch's, or the gathers' of one or more flushes
+  // (segment_room). Back in free_segments_ once nothing holds it: each flush on a stream holds
+  // the buffers its launches read until its event fires.
   struct SegmentBuffer {
     PageCopySegment* segments = nullptr;
     size_t capacity = 0;
+    uint32_t id = 0;  // index into all_segments_ and holds_
   };
   struct Flushed {  // one flush's copies on one stream, complete when `event` fires
     cudaEvent_t event = nullptr;
     std::vector<uint64_t> ops;
-    std::vector<SegmentBuffer> buffers;  // the kernel launches' segments, freed with the event
+    std::vector<SegmentBuffer> buffers;  // held: the segments its launches read, released with the event
   };
   struct StreamState {
     explicit StreamState(std::pmr::memory_resource* pool) : flushed(pool) {}
@@ -80,10 +87,13 @@ class CudaCopyEngine final : public CopyEngine {
   };
   // A request until its flush: a gather's segments wait in the device's segment store (the
   // caller's span ends with submit()); `request.segments` points at them during the flush.
+  // A gather whose segments went into pinned room keeps them there (`pinned`: request.segments
+  // points at them, and the kernel reads them in place).
   struct Queued {
     CopyRequest request;
     size_t first = 0;  // its segments: [first, first + count) of the store
-    size_t count = 0;  // 0: a plain copy
+    size_t count = 0;  // 0: a plain copy, or a pinned gather
+    bool pinned = false;
   };
   struct DeviceState {
     std::vector<StreamState> streams;
@@ -99,8 +109,9 @@ class CudaCopyEngine final : public CopyEngine {
   // Whether a request goes through issue_small (the kernel or the batched call).
   bool is_small(const CopyRequest& r) const;
   // Issues small GPU-to-GPU copies as one kernel launch / one batched call on `stream`; a
-  // kernel launch's segment buffer goes into `buffers`.
-  cudaError_t issue_small(std::span<const CopyRequest* const> small, cudaStream_t stream,
+  // kernel launch's segment buffer (for plain copies and gathers not in pinned room) goes into
+  // `buffers`, held.
+  cudaError_t issue_small(std::span<const Queued* const> small, cudaStream_t stream,
                           std::vector<SegmentBuffer>& buffers);
   // One cudaMemcpyAsync per segment (or for the plain copy) on `stream`.
   static cudaError_t issue_memcpy(const CopyRequest& r, cudaStream_t stream);
@@ -110,6 +121,9 @@ class CudaCopyEngine final : public CopyEngine {
   SegmentBuffer take_segments(size_t segments);
   // A newly allocated one (kept in all_segments_ until the destructor).
   SegmentBuffer new_segments(size_t segments);
+  void hold(const SegmentBuffer& b) { ++holds_[b.id]; }
+  // One hold fewer; at none the buffer is free again.
+  void release(const SegmentBuffer& b);
 
 
   // Ends `f` (its ops reported with `status` into `done` when `done` is not null) and keeps its
@@ -121,12 +135,20 @@ class CudaCopyEngine final : public CopyEngine {
   // per-stream lists and a retired flush's vectors are reused.
   std::pmr::unsynchronized_pool_resource pool_;
   std::vector<Flushed> spare_;  // retired flushes: empty vectors with capacity
-  std::vector<const CopyRequest*> small_;  // flush()'s kernel/batch copies
+  std::vector<const Queued*> small_;       // flush()'s kernel/batch copies
   std::vector<const CopyRequest*> plain_;  // flush()'s plain cudaMemcpyAsync copies, before merging
   std::map<int, DeviceState> devices_;
   std::vector<cudaEvent_t> free_events_;
   std::vector<SegmentBuffer> free_segments_;
   std::vector<SegmentBuffer> all_segments_;  // freed by the destructor
+  std::vector<uint32_t> holds_;              // per buffer: flushes in flight that read it
+  // segment_room()'s buffers since the last flush (the last one being filled, room_used_
+  // segments of it taken by submitted gathers), the room last handed out, and the buffers of the
+  // flush being issued (every flush on a stream holds them all).
+  std::vector<SegmentBuffer> room_buffers_;
+  size_t room_used_ = 0;
+  std::span<CopySegment> room_;
+  std::vector<SegmentBuffer> flushing_room_;
   PageCopyLaunch launch_;                    // issue_small()'s kernel parameters, reused
   size_t inflight_ = 0;  // requests (a gather counts once)
   // kBatch mode's argument arrays, reused.

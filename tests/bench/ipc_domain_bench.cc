@@ -114,7 +114,10 @@ Result<double> run_once(IpcDomain& initiator, IpcDomain& target, PeerHandle peer
   const auto give_up = start + std::chrono::seconds(60);
   while (done < o.wrs || imms < o.wrs) {
     run.clear();
-    for (uint64_t i = 0; i < o.pass && posted + run.size() < o.wrs && posted + run.size() - done < o.inflight; ++i) {
+    // The pass's WRs: as WriteWrs for the first two forms, as page lists (below) for post_pages —
+    // building WriteWrs there would time this harness, not the domain.
+    const uint64_t pass_wrs = std::min({o.pass, o.wrs - posted, o.inflight - (posted - done)});
+    for (uint64_t i = 0; form != Form::kPostPages && i < pass_wrs; ++i) {
       const uint64_t k = posted + run.size();
       WriteWr wr;
       wr.src = static_cast<uint8_t*>(src_base) + (k * 7 % kPages) * kPage;
@@ -133,7 +136,7 @@ Result<double> run_once(IpcDomain& initiator, IpcDomain& target, PeerHandle peer
     if (form == Form::kPostPages) {
       src_pages.clear();
       dst_pages.clear();
-      for (uint64_t k = posted; k < posted + run.size(); ++k) {
+      for (uint64_t k = posted; k < posted + pass_wrs; ++k) {
         src_pages.push_back(static_cast<uint32_t>(k * 7 % kPages));
         dst_pages.push_back(static_cast<uint32_t>(k * 13 % kPages));
       }
@@ -146,12 +149,12 @@ Result<double> run_once(IpcDomain& initiator, IpcDomain& target, PeerHandle peer
       pages.page_length = pages.src_stride = pages.dst_stride = kPage;
       pages.src_pages = src_pages.data();
       pages.dst_pages = dst_pages.data();
-      pages.count = run.size();
+      pages.count = pass_wrs;
       pages.has_imm = true;
       pages.imm = 7;
       pages.context = posted;
       PostResult last = PostResult::kPosted;
-      posted += run.empty() ? 0 : initiator.post_pages(pages, &last, &error);
+      posted += pass_wrs == 0 ? 0 : initiator.post_pages(pages, &last, &error);
       if (last == PostResult::kFailed) return error;
     } else if (batched) {
       PostResult last = PostResult::kPosted;

@@ -1,9 +1,12 @@
 // The CUDA copy engine's page-copy kernel, driven directly (no transport): flushes that mix gather
 // requests and plain copies of several lengths — whole and partial 16 KiB pieces, unaligned ends,
 // more kernel runs than one launch carries — move exactly the bytes asked, report every request
-// once and ok, and touch nothing else. The byte check is against the same copies done on the host.
+// once and ok, and touch nothing else. Gathers whose segments the caller wrote into the engine's
+// pinned room (segment_room), over many flushes in flight, keep their segments until their
+// kernels ran. The byte check is against the same copies done on the host.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -132,6 +135,109 @@ TEST_F(CopyEngineKernel, PlainCopiesOfManyLengthsAndOneLengthMoveTheirBytes) {
   requests.back().segments = gather;
   for (uint64_t i = 0; i < 300; ++i) requests.push_back(request(400 + i, i * 4096, (1 << 20) + i * 4096, 2048));
   run(engine, requests);
+}
+
+// Gathers written straight into the engine's pinned room (as the ipc domain writes a paged
+// write's segments), mixed with a gather from the caller's memory and a plain copy, 12 flushes
+// in flight before any is waited for: each flush's room spans two pinned buffers, and buffers
+// come back for reuse only when every launch that reads them has run — a buffer reused early
+// would send pages to the wrong places. Every target slot is written once, so the bytes do not
+// depend on the order in which the flushes run. A room handed out and not submitted is handed
+// out again.
+TEST_F(CopyEngineKernel, GathersWrittenIntoThePinnedRoomKeepItUntilTheirKernelsRan) {
+  constexpr uint64_t kPage = 4096, kTargetBytes = 256 << 20, kSlots = kTargetBytes / kPage;
+  DeviceBuffer target(kTargetBytes);
+  ASSERT_NE(target.ptr, nullptr);
+  ASSERT_EQ(cudaMemset(target.ptr, 0, kTargetBytes), cudaSuccess);
+  std::vector<uint8_t> model(kTargetBytes, 0);
+  gpu::CudaCopyEngine engine(kernel_mode());
+  ASSERT_TRUE(engine.prepare(0).ok());
+  std::mt19937_64 rng(23);
+  std::vector<uint64_t> slots(kSlots);  // target slots in a random order, each used once
+  for (uint64_t i = 0; i < kSlots; ++i) slots[i] = i;
+  std::shuffle(slots.begin(), slots.end(), rng);
+  uint64_t next_slot = 0, next_op = 1, submitted = 0;
+  std::set<uint64_t> seen;
+  std::vector<gpu::CopyDone> done;
+  auto reap = [&] {
+    done.clear();
+    engine.progress(done);
+    for (const gpu::CopyDone& d : done) {
+      EXPECT_TRUE(d.status.ok()) << "op " << d.op << ": " << d.status.to_string();
+      EXPECT_TRUE(seen.insert(d.op).second) << "op " << d.op << " reported twice";
+    }
+  };
+  auto gather = [&] {
+    gpu::CopyRequest r = request(next_op++, 0, 0, kPage);
+    r.dst_ptr = target.ptr;
+    return r;
+  };
+  auto model_of = [&](std::span<const gpu::CopySegment> segments) {
+    for (const gpu::CopySegment& g : segments) {
+      std::memcpy(model.data() + g.dst_offset, host_src_.data() + g.src_offset, kPage);
+    }
+  };
+  auto random_segments = [&](uint64_t pages) {
+    std::vector<gpu::CopySegment> v(pages);
+    for (gpu::CopySegment& g : v) g = {(rng() % (kBytes / kPage)) * kPage, slots[next_slot++] * kPage};
+    return v;
+  };
+  // Made beforehand, so that the rounds are submitted faster than their kernels run and the
+  // flushes really are in flight together.
+  const std::vector<uint64_t> sizes = {1500, 3000, 600};
+  std::vector<std::vector<gpu::CopySegment>> planned;
+  for (int round = 0; round < 12; ++round) {
+    for (const uint64_t pages : sizes) planned.push_back(random_segments(pages));
+    planned.push_back(random_segments(100));
+  }
+  size_t next_plan = 0;
+  for (int round = 0; round < 12; ++round) {
+    for (const uint64_t pages : sizes) {
+      const std::span<gpu::CopySegment> unused = engine.segment_room(100);
+      const std::span<gpu::CopySegment> room = engine.segment_room(pages);
+      ASSERT_GE(room.size(), pages) << "no pinned room";
+      if (unused.size() >= pages) {
+        EXPECT_EQ(room.data(), unused.data()) << "a room not submitted is handed out again";
+      }
+      const std::vector<gpu::CopySegment>& plan = planned[next_plan++];
+      std::memcpy(room.data(), plan.data(), pages * sizeof(gpu::CopySegment));
+      gpu::CopyRequest r = gather();
+      r.segments = room.first(pages);
+      Status error;
+      ASSERT_EQ(engine.submit(r, &error), gpu::CopySubmit::kAccepted) << error.to_string();
+      ++submitted;
+    }
+    // A gather from the caller's own memory (the engine copies it into its room), changed as
+    // soon as it is submitted; and a plain copy.
+    std::vector<gpu::CopySegment> own = planned[next_plan++];
+    gpu::CopyRequest r = gather();
+    r.segments = own;
+    Status error;
+    ASSERT_EQ(engine.submit(r, &error), gpu::CopySubmit::kAccepted) << error.to_string();
+    for (gpu::CopySegment& g : own) g = {0, 0};
+    gpu::CopyRequest plain = request(next_op++, (round * 7 % (kBytes / kPage)) * kPage, 0, kPage);
+    const uint64_t plain_slot = slots[next_slot++];
+    plain.dst_ptr = target.bytes() + plain_slot * kPage;
+    std::memcpy(model.data() + plain_slot * kPage, host_src_.data() + round * 7 % (kBytes / kPage) * kPage, kPage);
+    ASSERT_EQ(engine.submit(plain, &error), gpu::CopySubmit::kAccepted) << error.to_string();
+    submitted += 2;
+    reap();  // flushes this round; waits for nothing
+  }
+  for (const std::vector<gpu::CopySegment>& plan : planned) model_of(plan);
+  ASSERT_LE(next_slot, kSlots);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (seen.size() < submitted && std::chrono::steady_clock::now() < deadline) reap();
+  ASSERT_EQ(seen.size(), submitted) << "copies not reported within 20 s";
+  EXPECT_EQ(engine.inflight(), 0u);
+  std::vector<uint8_t> got(kTargetBytes);
+  ASSERT_EQ(cudaMemcpy(got.data(), target.ptr, kTargetBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (uint64_t i = 0; i < kTargetBytes; ++i) {
+    if (got[i] != model[i]) {
+      ADD_FAILURE() << "first wrong byte at " << i << " (slot " << i / kPage << "): " << int(got[i]) << " instead of "
+                    << int(model[i]);
+      return;
+    }
+  }
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 // default device. Also: GPU sources into a peer's host memory, read through the backend in
 // bounce-sized steps. And a paged write's run into a peer's GPU memory: one gather copy request,
 // one imm record counting its pages, one completion event, every page in place at the first imm;
-// a write's shards (WRs that continue each other) the same way as one plain copy.
+// a write's shards (WRs that continue each other) the same way as one plain copy; a run given as
+// page lists (post_pages) the same way, its segments written into the copy engine's room when it
+// offers one (the CUDA engine's pinned memory) and into the domain's own memory when not.
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -30,6 +32,8 @@ struct FakeCounters {
   int reads = 0;     // copy_to_host calls
   int submits = 0;   // copy requests accepted
   int segments = 0;  // copies of `length` bytes they asked for (a gather's segments)
+  bool offer_room = false;  // the engine offers segment_room()
+  int in_room = 0;          // gathers submitted with their segments in that room
 };
 
 class FakeCopies final : public gpu::CopyEngine {
@@ -42,6 +46,7 @@ class FakeCopies final : public gpu::CopyEngine {
     }
     ++counters_->submits;
     counters_->segments += static_cast<int>(gpu::segment_count(r));
+    if (!r.segments.empty() && r.segments.data() == room_.data()) ++counters_->in_room;
     // The segments' span ends with this call: keep them, as the real engines do.
     Queued q{r, {r.segments.begin(), r.segments.end()}};
     q.request.segments = {};
@@ -61,10 +66,16 @@ class FakeCopies final : public gpu::CopyEngine {
       done.push_back({r.op, ok_status()});
     }
   }
+  std::span<gpu::CopySegment> segment_room(size_t n) override {
+    if (!counters_->offer_room) return {};
+    if (room_.size() < n) room_.resize(n);
+    return room_;
+  }
   size_t inflight() const override { return queued_.size(); }
   void drain() override { queued_.clear(); }
 
  private:
+  std::vector<gpu::CopySegment> room_;
   struct Queued {
     gpu::CopyRequest request;
     std::vector<gpu::CopySegment> segments;
@@ -337,8 +348,15 @@ int run_page_target(uint8_t* alloc, int to_parent, int from_parent, const std::v
 // page each for a paged write's run; several for a write's shards, which continue each other).
 // Expected: one copy request with `segments` segments, one imm record and one completion event,
 // both counting the WRs, every page in place at the first imm.
+// How the source posts: as WriteWrs (post_writes) or as page lists (post_pages, one page per
+// WR), with the copy engine offering room for the segments or not.
+struct Posting {
+  bool as_pages = false;
+  bool room = false;
+};
+
 void expect_one_copy_into_peers_gpu(const std::vector<size_t>& perm, const std::vector<size_t>& wr_pages,
-                                    int segments) {
+                                    int segments, Posting posting = {}) {
   const size_t kPages = perm.size();
   const uint64_t wrs = wr_pages.size();
   auto* alloc = static_cast<uint8_t*>(mmap(nullptr, kAllocBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
@@ -371,6 +389,7 @@ void expect_one_copy_into_peers_gpu(const std::vector<size_t>& perm, const std::
   ASSERT_EQ(read(up[0], &rkey, 8), 8);
 
   FakeCounters counters;
+  counters.offer_room = posting.room;
   static uint8_t source_alloc[kAllocBytes];
   auto d = testing::open_domain(8192, fake_factory(source_alloc, &counters));
   ASSERT_TRUE(d);
@@ -381,16 +400,39 @@ void expect_one_copy_into_peers_gpu(const std::vector<size_t>& perm, const std::
   ASSERT_TRUE(gpu_src.ok()) << gpu_src.status().to_string();
   Result<PeerHandle> peer = d->add_peer(address);
   ASSERT_TRUE(peer.ok()) << peer.status().to_string();
-  std::vector<WriteWr> run;
-  for (size_t k = 0, p = 0; k < wr_pages.size(); p += wr_pages[k++]) {
-    run.push_back(testing::write_wr(source_alloc + p * kPage, gpu_src->desc, wr_pages[k] * kPage, *peer, perm[p] * kPage, rkey, 55u, 12));
-  }
   PostResult last = PostResult::kFailed;
   Status error;
-  ASSERT_EQ(d->post_writes(run, &last, &error), wrs) << error.to_string();
+  if (posting.as_pages) {
+    std::vector<uint32_t> src_pages, dst_pages;
+    for (size_t p = 0; p < kPages; ++p) {
+      src_pages.push_back(static_cast<uint32_t>(p));
+      dst_pages.push_back(static_cast<uint32_t>(perm[p]));
+    }
+    PageRunWr pages;
+    pages.src = source_alloc;
+    pages.src_desc = gpu_src->desc;
+    pages.peer = *peer;
+    pages.rkey = rkey;
+    pages.page_length = kPage;
+    pages.src_stride = pages.dst_stride = kPage;
+    pages.src_pages = src_pages.data();
+    pages.dst_pages = dst_pages.data();
+    pages.count = kPages;
+    pages.has_imm = true;
+    pages.imm = 55;
+    pages.context = 12;
+    ASSERT_EQ(d->post_pages(pages, &last, &error), wrs) << error.to_string();
+  } else {
+    std::vector<WriteWr> run;
+    for (size_t k = 0, p = 0; k < wr_pages.size(); p += wr_pages[k++]) {
+      run.push_back(testing::write_wr(source_alloc + p * kPage, gpu_src->desc, wr_pages[k] * kPage, *peer, perm[p] * kPage, rkey, 55u, 12));
+    }
+    ASSERT_EQ(d->post_writes(run, &last, &error), wrs) << error.to_string();
+  }
   EXPECT_EQ(last, PostResult::kPosted);
   EXPECT_EQ(counters.submits, 1) << "the run is one copy request";
   EXPECT_EQ(counters.segments, segments);
+  EXPECT_EQ(counters.in_room, posting.room && segments > 1 ? 1 : 0) << "the gather's segments in the engine's room";
   std::vector<Event> events;
   ASSERT_TRUE(testing::poll_until({d.get()}, {&events}, [&] { return testing::count_of(events, EventKind::kWriteDone) >= wrs; }));
   RunReport report;
@@ -413,11 +455,26 @@ void expect_one_copy_into_peers_gpu(const std::vector<size_t>& perm, const std::
   for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
 }
 
-TEST(IpcGpuPath, APagedRunIsOneGatherCopyAndOneImmRecordIntoAPeersGpuMemory) {
+std::vector<size_t> shuffled_pages() {
   constexpr size_t kPages = 300;
   std::vector<size_t> perm(kPages);
   for (size_t p = 0; p < kPages; ++p) perm[p] = (p * 7 + 3) % kPages;  // 7 is prime to 300: a permutation
-  expect_one_copy_into_peers_gpu(perm, std::vector<size_t>(kPages, 1), /*segments=*/kPages);
+  return perm;
+}
+
+TEST(IpcGpuPath, APagedRunIsOneGatherCopyAndOneImmRecordIntoAPeersGpuMemory) {
+  expect_one_copy_into_peers_gpu(shuffled_pages(), std::vector<size_t>(300, 1), /*segments=*/300);
+}
+
+// The same run with its segments written into the copy engine's room (where the CUDA engine's
+// kernel reads them), as WriteWrs and as page lists; and as page lists without room.
+TEST(IpcGpuPath, APagedRunsSegmentsGoIntoTheCopyEnginesRoomWhenOffered) {
+  expect_one_copy_into_peers_gpu(shuffled_pages(), std::vector<size_t>(300, 1), 300, {.as_pages = false, .room = true});
+  expect_one_copy_into_peers_gpu(shuffled_pages(), std::vector<size_t>(300, 1), 300, {.as_pages = true, .room = true});
+}
+
+TEST(IpcGpuPath, APageListIsOneGatherCopyWithoutTheCopyEnginesRoom) {
+  expect_one_copy_into_peers_gpu(shuffled_pages(), std::vector<size_t>(300, 1), 300, {.as_pages = true, .room = false});
 }
 
 // A write's shards on one domain (the engine's placement on a one-medium group): WRs of unequal

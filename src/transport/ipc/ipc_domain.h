@@ -185,10 +185,16 @@ class IpcDomain final : public Domain {
     uint32_t imm = 0;
     uint64_t length = 0;
   };
-  // The op and its copy: from `from` to the target's byte `dst_offset` (a plain copy), or with
-  // `gather` the segments in segments_ (offsets from both regions' bases; `from` = src.base).
-  PostResult submit_copy(Peer& peer, const CopyShape& shape, const uint8_t* from, uint64_t dst_offset, bool gather,
-                         const LocalRegion& src, const RemoteRegion& dst, Status* error);
+  // The op and its copy: from `from` to the target's byte `dst_offset` (a plain copy: `gather`
+  // empty), or a gather of the segments in `gather` (offsets from both regions' bases; `from` =
+  // src.base), which gather_space() gave.
+  PostResult submit_copy(Peer& peer, const CopyShape& shape, const uint8_t* from, uint64_t dst_offset,
+                         std::span<const gpu::CopySegment> gather, const LocalRegion& src, const RemoteRegion& dst,
+                         Status* error);
+  // Where a gather of `n` segments into `dst` is written: the GPU copy engine's room when it
+  // offers one (pinned memory its kernel reads: the segments are then written once), else
+  // segments_. Valid until the next call on the copy engine.
+  std::span<gpu::CopySegment> gather_space(size_t n, const RemoteRegion& dst);
 
   // ipc_domain_runs.cc: post_writes' runs.
   // Where a run goes: its peer, source and target regions. `one_by_one`: an unknown, removed or
@@ -265,7 +271,7 @@ class IpcDomain final : public Domain {
   SlabPool<Op> ops_;  // an op's index travels in copy requests
   std::deque<Event> completed_;
   std::vector<gpu::CopyDone> copy_done_;
-  std::vector<gpu::CopySegment> segments_;  // a run's gather, reused
+  std::vector<gpu::CopySegment> segments_;  // a run's gather when the copy engine offers no room, reused
   size_t outbox_items_ = 0;
 
   // Owner side.

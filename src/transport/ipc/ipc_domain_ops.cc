@@ -218,17 +218,28 @@ PostResult IpcDomain::start_copy(Peer& peer, std::span<const WriteWr> wrs, const
   while (contiguous < wrs.size() && continues(wrs[contiguous - 1], wrs[contiguous])) ++contiguous;
   if (contiguous == wrs.size()) {
     shape.length = wrs.back().remote_addr + wrs.back().length - wr.remote_addr;
-    return submit_copy(peer, shape, static_cast<const uint8_t*>(wr.src), wr.remote_addr, false, src, dst, error);
+    return submit_copy(peer, shape, static_cast<const uint8_t*>(wr.src), wr.remote_addr, {}, src, dst, error);
   }
-  segments_.clear();  // a gather: each WR a segment, relative to both regions' bases
-  for (const WriteWr& w : wrs) {
-    segments_.push_back({static_cast<uint64_t>(static_cast<const uint8_t*>(w.src) - src.base), w.remote_addr});
+  // A gather: each WR a segment, relative to both regions' bases.
+  const std::span<gpu::CopySegment> segments = gather_space(wrs.size(), dst);
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    segments[i] = {static_cast<uint64_t>(static_cast<const uint8_t*>(wrs[i].src) - src.base), wrs[i].remote_addr};
   }
-  return submit_copy(peer, shape, src.base, 0, true, src, dst, error);
+  return submit_copy(peer, shape, src.base, 0, segments, src, dst, error);
+}
+
+std::span<gpu::CopySegment> IpcDomain::gather_space(size_t n, const RemoteRegion& dst) {
+  if (dst.info.kind != MemoryKind::kHost && gpu_) {
+    const std::span<gpu::CopySegment> room = gpu_->copies().segment_room(n);
+    if (room.size() >= n) return room.first(n);
+  }
+  if (segments_.size() < n) segments_.resize(n);
+  return std::span<gpu::CopySegment>(segments_).first(n);
 }
 
 PostResult IpcDomain::submit_copy(Peer& peer, const CopyShape& shape, const uint8_t* from, uint64_t dst_offset,
-                                  bool gather, const LocalRegion& src, const RemoteRegion& dst, Status* error) {
+                                  std::span<const gpu::CopySegment> gather, const LocalRegion& src,
+                                  const RemoteRegion& dst, Status* error) {
   const uint32_t op = new_op(EventKind::kWriteDone, shape.context, peer);
   Op& o = *ops_.at(op);
   o.has_imm = shape.has_imm;
@@ -240,7 +251,7 @@ PostResult IpcDomain::submit_copy(Peer& peer, const CopyShape& shape, const uint
   copy.src_kind = src.kind;
   copy.src_device = src.device;
   copy.length = shape.length;
-  if (gather) copy.segments = segments_;
+  copy.segments = gather;
   const RegionInfo& target = dst.info;
   gpu::CopySubmit result;
   Status why;
@@ -254,7 +265,7 @@ PostResult IpcDomain::submit_copy(Peer& peer, const CopyShape& shape, const uint
     copy.dst_device = dst.device;
     // One source region into one mapped target region: contiguous plain copies may merge (the
     // shards of a write over a group's domains, which share the engine).
-    if (!gather) copy.merge_group = ((reinterpret_cast<uint64_t>(src.base) * 0x9E3779B97F4A7C15ull) ^ reinterpret_cast<uint64_t>(dst.mapped)) | 1;
+    if (gather.empty()) copy.merge_group = ((reinterpret_cast<uint64_t>(src.base) * 0x9E3779B97F4A7C15ull) ^ reinterpret_cast<uint64_t>(dst.mapped)) | 1;
     result = gpu_ ? gpu_->copies().submit(copy, &why) : gpu::CopySubmit::kFailed;
     if (!gpu_) why = unsupported("ipc: GPU targets need the CUDA backend");
   }
