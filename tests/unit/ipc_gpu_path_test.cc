@@ -344,10 +344,6 @@ int run_page_target(uint8_t* alloc, int to_parent, int from_parent, const std::v
   return read(from_parent, &done, 1) == 1 ? 0 : 14;  // stay alive until the parent is finished
 }
 
-// Source page p goes to target page perm[p]; WR k covers the next wr_pages[k] source pages (one
-// page each for a paged write's run; several for a write's shards, which continue each other).
-// Expected: one copy request with `segments` segments, one imm record and one completion event,
-// both counting the WRs, every page in place at the first imm.
 // How the source posts: as WriteWrs (post_writes) or as page lists (post_pages, one page per
 // WR), with the copy engine offering room for the segments or not.
 struct Posting {
@@ -355,6 +351,10 @@ struct Posting {
   bool room = false;
 };
 
+// Source page p goes to target page perm[p]; WR k covers the next wr_pages[k] source pages (one
+// page each for a paged write's run; several for a write's shards, which continue each other).
+// Expected: one copy request with `segments` segments, one imm record and one completion event,
+// both counting the WRs, every page in place at the first imm.
 void expect_one_copy_into_peers_gpu(const std::vector<size_t>& perm, const std::vector<size_t>& wr_pages,
                                     int segments, Posting posting = {}) {
   const size_t kPages = perm.size();
