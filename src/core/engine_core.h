@@ -139,6 +139,9 @@ class EngineCore {
   // Resolves every path of `descs` on `group`'s worker (add_peer_group, prepared requests).
   Result<std::shared_ptr<const PeerGroup::Data>> resolve_peers(std::span<const MrDesc> descs, size_t group);
   Status check_group(size_t group) const;
+  // A recycled request with what every write form sets: its completion, source region and imm
+  // (none: no imm). Null when too many requests are in flight (RequestPool::too_many_requests).
+  RequestPool::Ptr take_request(Completion&& done, std::shared_ptr<MrEntry> src, std::optional<uint32_t> imm);
   // Plans are grouped by domain, the request is counted and handed to its group's worker.
   TransferId enqueue(size_t group, RequestPool::Ptr request, const SubmitScope& scope);
   // Refuses new work, stops every worker (cancelling what they hold) and imm expectations.

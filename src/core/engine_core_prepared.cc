@@ -61,12 +61,8 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedPagedWrites::Data& 
     }
   }
   const size_t group = p.src->group;
-  RequestPool::Ptr r = requests_->take();
+  RequestPool::Ptr r = take_request(std::move(done), p.src, imm);
   if (!r) return RequestPool::too_many_requests();
-  r->completion = std::move(done);
-  r->src = p.src;
-  r->has_imm = imm.has_value();
-  r->imm = imm.value_or(0);
   r->paged = true;
   r->src_pages.assign(src_pages.begin(), src_pages.end());
   r->dst_pages.assign(dst_pages.begin(), dst_pages.end());
@@ -138,12 +134,8 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedScatter::Data& p, s
   }
   if (!any) return invalid_argument("submit_prepared: every slice is empty and there is no imm");
   const size_t group = p.src->group;
-  RequestPool::Ptr r = requests_->take();
+  RequestPool::Ptr r = take_request(std::move(done), p.src, imm);
   if (!r) return RequestPool::too_many_requests();
-  r->completion = std::move(done);
-  r->src = p.src;
-  r->has_imm = imm.has_value();
-  r->imm = imm.value_or(0);
   const uint32_t start = workers_[group]->next_start_domain();
   const planner::Placement place = placement(p.route, group);
   for (size_t i = 0; i < slices.size(); ++i) {

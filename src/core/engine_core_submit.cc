@@ -59,6 +59,16 @@ Route EngineCore::paged_route(const Route& route, size_t group) const {
 
 // --- submission -------------------------------------------------------------------------------
 
+RequestPool::Ptr EngineCore::take_request(Completion&& done, std::shared_ptr<MrEntry> src, std::optional<uint32_t> imm) {
+  RequestPool::Ptr r = requests_->take();
+  if (!r) return r;
+  r->completion = std::move(done);
+  r->src = std::move(src);
+  r->has_imm = imm.has_value();
+  r->imm = imm.value_or(0);
+  return r;
+}
+
 TransferId EngineCore::enqueue(size_t group, RequestPool::Ptr request, const SubmitScope& scope) {
   // The low bits name the group, so cancel() finds the worker that owns the request; the slot and
   // generation let that worker find it (RequestPool).
@@ -84,12 +94,9 @@ Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Compl
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   FABRIC_LIB_RETURN_IF_ERROR(check_remote(dst, 0, 0, group));
-  RequestPool::Ptr r = requests_->take();
+  RequestPool::Ptr r = take_request(std::move(done), nullptr, imm);
   if (!r) return RequestPool::too_many_requests();
-  r->completion = std::move(done);
   r->targets = {dst};
-  r->has_imm = true;
-  r->imm = imm;
   planner::plan_imm_only(1, num_domains(), workers_[group]->next_start_domain(), r->wrs);
   return enqueue(group, std::move(r), scope);
 }
@@ -103,12 +110,8 @@ Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion don
   const size_t group = (*src)->group;
   FABRIC_LIB_RETURN_IF_ERROR(check_remote(request.dst, request.dst_offset, request.length, group));
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
-  RequestPool::Ptr r = requests_->take();
+  RequestPool::Ptr r = take_request(std::move(done), std::move(src).value(), request.imm);
   if (!r) return RequestPool::too_many_requests();
-  r->completion = std::move(done);
-  r->src = std::move(src).value();
-  r->has_imm = request.imm.has_value();
-  r->imm = request.imm.value_or(0);
   planner::plan_write(request, num_domains(), workers_[group]->next_start_domain(), r->wrs,
                       placement(request.route, group));
   r->targets = {std::move(request.dst)};
@@ -145,12 +148,8 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
     return out_of_range("destination page " + std::to_string(max_dst) + " ends past the " +
                         std::to_string(request.dst.length()) + "-byte destination region");
   }
-  RequestPool::Ptr r = requests_->take();
+  RequestPool::Ptr r = take_request(std::move(done), std::move(src), request.imm);
   if (!r) return RequestPool::too_many_requests();
-  r->completion = std::move(done);
-  r->src = std::move(src);
-  r->has_imm = request.imm.has_value();
-  r->imm = request.imm.value_or(0);
   // The page list itself, not a WrPlan per page (Request::paged): the request's own vectors,
   // swapped in (a 4096-page write's two lists are not copied; the recycled request's old
   // buffers leave with `request`).
@@ -192,12 +191,8 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
     Status s = check_remote(desc, target.dst_offset, target.length, group);
     if (!s.ok()) return Status(s.code(), where() + s.message());
   }
-  RequestPool::Ptr r = requests_->take();
+  RequestPool::Ptr r = take_request(std::move(done), std::move(src), request.imm);
   if (!r) return RequestPool::too_many_requests();
-  r->completion = std::move(done);
-  r->src = std::move(src);
-  r->has_imm = request.imm.has_value();
-  r->imm = request.imm.value_or(0);
   planner::plan_scatter(request, num_domains(), workers_[group]->next_start_domain(), r->wrs,
                         placement(request.route, group));
   if (peers) {
@@ -221,12 +216,9 @@ Result<TransferId> EngineCore::submit_barrier(uint32_t imm, std::span<const MrDe
     Status s = check_remote(peers[i], 0, 0, group);
     if (!s.ok()) return Status(s.code(), "barrier peer " + std::to_string(i) + ": " + s.message());
   }
-  RequestPool::Ptr r = requests_->take();
+  RequestPool::Ptr r = take_request(std::move(done), nullptr, imm);
   if (!r) return RequestPool::too_many_requests();
-  r->completion = std::move(done);
   r->targets.assign(peers.begin(), peers.end());
-  r->has_imm = true;
-  r->imm = imm;
   planner::plan_imm_only(peers.size(), num_domains(), workers_[group]->next_start_domain(), r->wrs);
   return enqueue(group, std::move(r), scope);
 }
