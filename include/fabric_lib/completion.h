@@ -61,7 +61,7 @@ using Clock = std::chrono::steady_clock;
 // Where one operation's single completion goes, and by when it must have come.
 class Completion {
  public:
-  enum class Kind : uint8_t { kNone, kCallback, kCounter, kFlag, kQueue };
+  enum class Kind : uint8_t { kNone, kCallback, kCounter, kFlag, kQueue, kInline };
 
   // Nobody is told; failures are only logged. For fire-and-forget traffic.
   Completion() = default;
@@ -73,6 +73,13 @@ class Completion {
   static Completion flag(uint64_t* flag, uint64_t value, uint64_t error_value = UINT64_MAX);
   // Pushes {tag, status} into `queue` on the thread that ends the operation.
   static Completion queue(CompletionQueue& queue, uint64_t tag);
+  // Runs `fn` on the thread that ends the operation (a worker, a thread in progress(), the
+  // caller's own thread for a refusal found after acceptance), not on the callback thread: a
+  // sink of your own as quick as the ones above — a push into your queue and a wake of your
+  // thread (the Python package's asyncio forms: a queue and an eventfd the event loop watches;
+  // one hop fewer than callback()). `fn` must not block, must not call the engine and must not
+  // throw; it holds up that thread's other work while it runs.
+  static Completion inline_callback(CompletionCallback fn);
 
   // An operation still unfinished at `deadline` completes with DeadlineExceeded; completions
   // that come later are absorbed. (Overrides the engine's default timeout.)

@@ -1,12 +1,17 @@
-"""asyncio plumbing: completions arriving on the engine's callback thread settle futures on the
-event loop that awaits them (through ``loop.call_soon_threadsafe``)."""
+"""asyncio plumbing: the awaitable forms' futures are settled on the event loop that awaits them.
+
+Each loop has one :class:`_LoopCompletions`: the engine's callback thread queues a completion there
+without taking the GIL and wakes the loop through an eventfd the loop watches; the loop drains the
+queue on its own thread. Loops without ``add_reader`` fall back to ``loop.call_soon_threadsafe``
+from the callback thread. (docs/python.md, "asyncio".)"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Optional, Tuple
+import weakref
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
-from ._fabric_lib import FabricError
+from ._fabric_lib import FabricError, _AsyncCompletions, _AsyncSlot
 
 
 def _settle(loop: asyncio.AbstractEventLoop, fut: "asyncio.Future[Any]", result: Any,
@@ -27,10 +32,61 @@ def _settle(loop: asyncio.AbstractEventLoop, fut: "asyncio.Future[Any]", result:
         pass
 
 
-def future_callbacks() -> Tuple["asyncio.Future[None]", Callable[[], None], Callable[[FabricError], None]]:
-    """A future of the running loop and the ``(on_done, on_error)`` pair that settles it."""
+class _LoopCompletions:
+    """One event loop's queue of completions (C++: ``_AsyncCompletions``) and its futures by token.
+    Used on the loop's thread only."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.native = _AsyncCompletions()
+        self.futures: Dict[int, "asyncio.Future[None]"] = {}
+        self.next_token = 0
+        loop.add_reader(self.native.fd, self.drain)  # NotImplementedError on loops without it
+
+    def add(self, fut: "asyncio.Future[None]") -> _AsyncSlot:
+        token = self.next_token
+        self.next_token += 1
+        self.futures[token] = fut
+        return self.native.slot(token)
+
+    def drain(self) -> None:
+        for token, error in self.native.drain():
+            fut = self.futures.pop(token, None)
+            if fut is None or fut.done():  # e.g. the awaiting task was cancelled or timed out
+                continue
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
+
+
+# Per loop; an entry goes with its loop. A loop closed while completions are still due never
+# drains them: their futures are gone with it, and the queued outcomes are dropped with the queue.
+_loops: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Optional[_LoopCompletions]]" = (
+    weakref.WeakKeyDictionary())
+
+
+def _completions_of(loop: asyncio.AbstractEventLoop) -> Optional[_LoopCompletions]:
+    try:
+        return _loops[loop]
+    except KeyError:
+        pass
+    try:
+        completions: Optional[_LoopCompletions] = _LoopCompletions(loop)
+    except NotImplementedError:  # a loop that cannot watch an fd
+        completions = None
+    _loops[loop] = completions
+    return completions
+
+
+def future_callbacks() -> Tuple["asyncio.Future[None]", Union[_AsyncSlot, Callable[[], None]],
+                                Optional[Callable[[FabricError], None]]]:
+    """A future of the running loop and the ``(on_done, on_error)`` pair that settles it: the
+    loop's completion slot (and None), or callables for loops that cannot watch an fd."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[None] = loop.create_future()
+    completions = _completions_of(loop)
+    if completions is not None:
+        return fut, completions.add(fut), None
 
     def on_done() -> None:
         _settle(loop, fut, None, None)

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <utility>
 
+#include "async_completions.h"
 #include "errors.h"
 
 namespace fabric_lib::python {
@@ -37,7 +38,7 @@ void run_python(const char* where, F&& body) {
 }  // namespace
 
 PyRefPtr callable_arg(const py::object& fn, const char* name) {
-  if (!fn.is_none() && !PyCallable_Check(fn.ptr())) {
+  if (!fn.is_none() && !PyCallable_Check(fn.ptr()) && !py::isinstance<AsyncSlot>(fn)) {
     throw py::type_error(std::string(name) + " must be callable or None, got " +
                          std::string(py::str(py::type::handle_of(fn).attr("__name__"))));
   }
@@ -68,6 +69,10 @@ std::chrono::nanoseconds seconds_arg(double seconds, const char* name) {
 }
 
 CompletionCallback callback_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep) {
+  if (on_done && py::isinstance<AsyncSlot>(on_done->get())) {  // an asyncio form's future
+    const AsyncSlot& slot = on_done->get().cast<const AsyncSlot&>();
+    return slot.completions->callback(slot.token, std::move(keep));
+  }
   return [on_done = std::move(on_done), on_error = std::move(on_error),
           keep = std::move(keep)](const Status& status) mutable {
     if (!Py_IsInitialized() || interpreter_finalizing()) return;  // the references leak
@@ -89,7 +94,11 @@ CompletionCallback callback_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr kee
 Completion completion_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep, std::optional<double> timeout) {
   const std::optional<std::chrono::nanoseconds> limit =
       timeout ? std::optional<std::chrono::nanoseconds>(seconds_arg(*timeout, "timeout")) : std::nullopt;
-  Completion c = Completion::callback(callback_of(std::move(on_done), std::move(on_error), std::move(keep)));
+  // An asyncio form's slot queues the outcome for its loop: quick, no GIL, so on the thread that
+  // ends the operation (one thread hop fewer than the callback thread).
+  const bool slot = on_done && py::isinstance<AsyncSlot>(on_done->get());
+  CompletionCallback fn = callback_of(std::move(on_done), std::move(on_error), std::move(keep));
+  Completion c = slot ? Completion::inline_callback(std::move(fn)) : Completion::callback(std::move(fn));
   if (limit) c.with_deadline(Clock::now() + *limit);
   return c;
 }

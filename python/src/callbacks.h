@@ -19,14 +19,16 @@ namespace fabric_lib::python {
 
 namespace py = pybind11;
 
-// With the GIL held: raises TypeError unless `fn` is None or callable.
+// With the GIL held: raises TypeError unless `fn` is None, callable or an AsyncSlot.
 PyRefPtr callable_arg(const py::object& fn, const char* name);
 
 // A Completion that calls on_done() on success or on_error(FabricError) on failure. `keep` is held
 // until the completion has run (e.g. the registration keep-alive of a write's source buffer), so
 // the memory outlives the transfer. Any of the three may hold None.
 // With `timeout` (seconds), an operation unfinished by then ends with DeadlineExceededError.
-// The callback behind completion_of: on_done() or on_error(exception) under the GIL.
+// The callback behind completion_of: on_done() or on_error(exception) under the GIL — or, when
+// on_done is an asyncio form's AsyncSlot (async_completions.h), the outcome queued for its loop
+// without the GIL. With the GIL held.
 CompletionCallback callback_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep = nullptr);
 Completion completion_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep = nullptr,
                          std::optional<double> timeout = std::nullopt);

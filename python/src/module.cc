@@ -1,6 +1,7 @@
 // The extension module fabric_lib._fabric_lib. The public package `fabric_lib` re-exports it.
 #include <pybind11/pybind11.h>
 
+#include "async_completions.h"
 #include "callbacks.h"
 #include "errors.h"
 #include "forms.h"
@@ -19,6 +20,7 @@ PYBIND11_MODULE(_fabric_lib, m) {
   fabric_lib::python::bind_topology(m);
   fabric_lib::python::bind_engine(m);
   fabric_lib::python::bind_watchers(m);
+  fabric_lib::python::bind_async_completions(m);
   m.def("callback_error_count", &fabric_lib::python::callback_error_count,
         "How many exceptions user callbacks have raised (and the engine logged) in this process.");
   // Engines must stop while the interpreter can still run their callbacks.

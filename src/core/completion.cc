@@ -45,6 +45,13 @@ Completion Completion::callback(CompletionCallback fn) {
   return c;
 }
 
+Completion Completion::inline_callback(CompletionCallback fn) {
+  Completion c;
+  c.kind_ = fn ? Kind::kInline : Kind::kNone;
+  c.fn_ = std::move(fn);
+  return c;
+}
+
 Completion Completion::counter(CompletionCounter& counter) {
   Completion c;
   c.kind_ = Kind::kCounter;
@@ -99,6 +106,7 @@ void CompletionDelivery::deliver_inline(Completion& c, const Status& status) {
     case Completion::Kind::kNone:
       return;
     case Completion::Kind::kCallback:
+    case Completion::Kind::kInline:
       if (c.fn_) c.fn_(status);
       return;
     case Completion::Kind::kCounter:
@@ -152,7 +160,8 @@ void CompletionDelivery::deliver_rounds(const RepeatingSink& sink, uint64_t firs
     case Completion::Kind::kFlag:
       __atomic_store_n(sink.word_, last, __ATOMIC_RELEASE);
       return;
-    case Completion::Kind::kQueue:  // not a repeating sink kind
+    case Completion::Kind::kQueue:  // not repeating sink kinds
+    case Completion::Kind::kInline:
       return;
   }
 }
@@ -172,6 +181,7 @@ void CompletionDelivery::deliver_end(const RepeatingSink& sink, uint64_t rounds,
       __atomic_store_n(sink.word_, sink.error_value_, __ATOMIC_RELEASE);
       return;
     case Completion::Kind::kQueue:
+    case Completion::Kind::kInline:
       return;
   }
 }

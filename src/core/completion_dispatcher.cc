@@ -150,6 +150,7 @@ void CompletionDispatcher::deliver(Completion completion, const Status& status) 
     case Completion::Kind::kCounter:
     case Completion::Kind::kFlag:
     case Completion::Kind::kQueue:
+    case Completion::Kind::kInline:
       CompletionDelivery::deliver_inline(completion, status);
       return;
     case Completion::Kind::kCallback:

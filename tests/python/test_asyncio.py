@@ -1,8 +1,11 @@
-"""The awaitable forms complete through the same callbacks (loop.call_soon_threadsafe)."""
+"""The awaitable forms: futures settled on their event loop (an eventfd the loop watches; call_soon_threadsafe
+for loops that cannot watch one)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -100,3 +103,58 @@ def test_bouncing_recvs_async(peer, provider):
         assert asyncio.run(main()) == [b"one", b"three", b"two"]
     finally:
         e.stop()
+
+
+def test_async_completions_do_not_wait_behind_a_slow_callback(engine, peer, imms):
+    """An asyncio form's completion is queued for its loop by the thread that ends the operation:
+    a callback that holds the engine's callback thread for 1.5 s does not hold it up."""
+    src = arrays.filled(8192, 5)
+    handle, _ = engine.register_tensor(src)
+    dst = peer.call("alloc", "async_slow_dst", 8192)
+    started = threading.Event()
+
+    def slow() -> None:
+        started.set()
+        time.sleep(1.5)
+
+    engine.submit_write(handle, 0, 4096, None, dst, 0, slow, None)
+    assert started.wait(10)
+    w = imms()
+
+    async def main() -> float:
+        t = time.monotonic()
+        await asyncio.wait_for(engine.write_async(handle, 4096, 4096, w, dst, 4096), 1.0)
+        return time.monotonic() - t
+
+    assert asyncio.run(main()) < 1.0
+    assert peer.call("wait_imms", w, fl.imm_count_of_write(4096, engine.nets_per_gpu), 10.0)[0]
+    time.sleep(1.6)  # the slow callback ends before the registration goes
+    engine.unregister_memory(handle)
+
+
+class _LoopWithoutReaders(asyncio.SelectorEventLoop):
+    def add_reader(self, fd, callback, *args):  # type: ignore[override]
+        raise NotImplementedError
+
+
+def test_many_async_writes_on_one_loop_and_on_a_loop_without_readers(engine, peer, imms):
+    n = 200
+    src = arrays.filled(n * 1024, 9)
+    handle, _ = engine.register_tensor(src)
+    dst = peer.call("alloc", "async_many_dst", n * 1024)
+    first, second = imms(), imms()
+
+    async def writes(imm: int) -> None:
+        await asyncio.gather(*(engine.write_async(handle, k * 1024, 1024, imm, dst, k * 1024) for k in range(n)))
+
+    asyncio.run(writes(first))  # every future settles once (gather would hang or raise otherwise)
+    loop = _LoopWithoutReaders()
+    try:
+        loop.run_until_complete(writes(second))  # through call_soon_threadsafe instead
+    finally:
+        loop.close()
+    per_write = fl.imm_count_of_write(1024, engine.nets_per_gpu)
+    assert peer.call("wait_imms", first, n * per_write, 10.0)[0]
+    assert peer.call("wait_imms", second, n * per_write, 10.0)[0]
+    assert peer.call("read", "async_many_dst") == arrays.pattern(n * 1024, 9).tobytes()
+    engine.unregister_memory(handle)
