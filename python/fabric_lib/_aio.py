@@ -1,9 +1,10 @@
 """asyncio plumbing: the awaitable forms' futures are settled on the event loop that awaits them.
 
-Each loop has one :class:`_LoopCompletions`: the engine's callback thread queues a completion there
-without taking the GIL and wakes the loop through an eventfd the loop watches; the loop drains the
-queue on its own thread. Loops without ``add_reader`` fall back to ``loop.call_soon_threadsafe``
-from the callback thread. (docs/python.md, "asyncio".)"""
+Each loop has one :class:`_LoopCompletions`: the engine's thread that ends an operation queues its
+outcome there without taking the GIL and wakes the loop through an eventfd the loop watches; the
+loop drains the queue on its own thread. Loops without ``add_reader`` fall back to
+``loop.call_soon_threadsafe`` from the callback thread. (docs/python.md, "Semantics specific to
+Python".)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-// Completions of the asyncio forms, settled on the event loop's own thread. The engine's callback
-// thread does not take the GIL for them: it queues (token, status) and, when the queue was empty,
-// wakes the loop through an eventfd the loop watches (loop.add_reader); the loop then drains the
-// queue and settles the futures itself. (Through loop.call_soon_threadsafe, as before 2026-12-04,
+// Completions of the asyncio forms, settled on the event loop's own thread. The engine's thread
+// that ends an operation (Completion::inline_callback; the callback thread for wait_imm_count)
+// does not take the GIL for them: it queues (token, status) and, when the queue was empty, wakes
+// the loop through an eventfd the loop watches (loop.add_reader); the loop then drains the queue
+// and settles the futures itself. (Through loop.call_soon_threadsafe, as before 2026-12-04,
 // each completion took the GIL on the callback thread — waiting for the loop thread to give it
 // up — and then woke the loop: one 4 KiB write_async took ~190 us on tcp loopback where a
 // callback chain took ~55.)
@@ -33,7 +34,7 @@ class AsyncCompletions : public std::enable_shared_from_this<AsyncCompletions> {
   // Readable while completions wait to be drained.
   int fd() const { return fd_; }
   // The engine callback for the future behind `token`: queues the outcome (and `keep`, dropped by
-  // drain() under the GIL rather than on the callback thread). Never takes the GIL.
+  // drain() under the GIL rather than on an engine thread). Never takes the GIL.
   CompletionCallback callback(uint64_t token, PyRefPtr keep);
   // With the GIL: the outcomes queued since the last call, as [(token, None or FabricError)].
   py::list drain();
