@@ -4,6 +4,8 @@ for loops that cannot watch one)."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
 import threading
 import time
 
@@ -157,4 +159,25 @@ def test_many_async_writes_on_one_loop_and_on_a_loop_without_readers(engine, pee
     assert peer.call("wait_imms", first, n * per_write, 10.0)[0]
     assert peer.call("wait_imms", second, n * per_write, 10.0)[0]
     assert peer.call("read", "async_many_dst") == arrays.pattern(n * 1024, 9).tobytes()
+    engine.unregister_memory(handle)
+
+
+def test_event_loops_do_not_keep_their_completion_fds(engine, peer):
+    """Each loop's completion queue (an eventfd) goes with its loop."""
+    src = arrays.filled(64, 3)
+    handle, _ = engine.register_tensor(src)
+    dst = peer.call("alloc", "async_fd_dst", 64)
+
+    async def one() -> None:
+        await engine.write_async(handle, 0, 64, None, dst, 0)
+
+    def open_fds() -> int:
+        gc.collect()
+        return len(os.listdir("/proc/self/fd"))
+
+    asyncio.run(one())
+    before = open_fds()
+    for _ in range(50):
+        asyncio.run(one())
+    assert open_fds() <= before + 5  # one eventfd kept per loop would be 50 more
     engine.unregister_memory(handle)
