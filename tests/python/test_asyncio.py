@@ -7,7 +7,6 @@ import asyncio
 import gc
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -107,30 +106,33 @@ def test_bouncing_recvs_async(peer, provider):
         e.stop()
 
 
-def test_async_completions_do_not_wait_behind_a_slow_callback(engine, peer, imms):
+def test_async_completions_do_not_wait_behind_a_blocked_callback(engine, peer, imms):
     """An asyncio form's completion is queued for its loop by the thread that ends the operation:
-    a callback that holds the engine's callback thread for 1.5 s does not hold it up."""
+    a callback that holds the engine's callback thread does not hold it up."""
     src = arrays.filled(8192, 5)
     handle, _ = engine.register_tensor(src)
     dst = peer.call("alloc", "async_slow_dst", 8192)
-    started = threading.Event()
+    blocked, release, finished = threading.Event(), threading.Event(), threading.Event()
 
-    def slow() -> None:
-        started.set()
-        time.sleep(1.5)
+    def hold() -> None:
+        blocked.set()
+        release.wait(60)  # bounded: never a hang
+        finished.set()
 
-    engine.submit_write(handle, 0, 4096, None, dst, 0, slow, None)
-    assert started.wait(10)
+    engine.submit_write(handle, 0, 4096, None, dst, 0, hold, None)
+    assert blocked.wait(20)
     w = imms()
 
-    async def main() -> float:
-        t = time.monotonic()
-        await asyncio.wait_for(engine.write_async(handle, 4096, 4096, w, dst, 4096), 1.0)
-        return time.monotonic() - t
+    async def main() -> None:
+        await asyncio.wait_for(engine.write_async(handle, 4096, 4096, w, dst, 4096), 20)
 
-    assert asyncio.run(main()) < 1.0
+    try:
+        asyncio.run(main())  # completes while the callback thread is still held
+        assert not release.is_set() and not finished.is_set()
+    finally:
+        release.set()
+    assert finished.wait(20)
     assert peer.call("wait_imms", w, fl.imm_count_of_write(4096, engine.nets_per_gpu), 10.0)[0]
-    time.sleep(1.6)  # the slow callback ends before the registration goes
     engine.unregister_memory(handle)
 
 

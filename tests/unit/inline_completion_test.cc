@@ -1,10 +1,10 @@
 // Completion::inline_callback: the callback runs exactly once, on the thread that ends the
-// operation — not on the callback thread, so it does not wait behind a callback that is slow — and
+// operation — not on the callback thread, so it does not wait behind a callback that blocks — and
 // a deadline ends it there too.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -42,27 +42,31 @@ TEST(InlineCompletion, WithoutAFunctionNobodyIsTold) {
   EXPECT_EQ(Completion::inline_callback([](const Status&) {}).kind(), Completion::Kind::kInline);
 }
 
-// While a callback holds the callback thread for 2 s, 200 writes with inline callbacks all end,
-// each once, none of them on that thread.
-TEST(InlineCompletion, RunsOnceOnTheEndingThreadNotBehindASlowCallback) {
+// While a callback holds the callback thread (until the test lets it go), 200 writes with inline
+// callbacks all end, each once, none of them on that thread.
+TEST(InlineCompletion, RunsOnceOnTheEndingThreadNotBehindABlockedCallback) {
   Pair p = make_pair();
-  std::atomic<bool> slow_started{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool blocked = false, release = false;
   std::thread::id callback_thread;
   auto slow = p.source->submit_write({p.src.handle, 0, p.dst.desc, 0, 4096}, Completion::callback([&](const Status&) {
+                                       std::unique_lock lock(mu);
                                        callback_thread = std::this_thread::get_id();
-                                       slow_started.store(true);
-                                       std::this_thread::sleep_for(2s);
+                                       blocked = true;
+                                       cv.notify_all();
+                                       cv.wait_for(lock, 60s, [&] { return release; });  // bounded: never a hang
                                      }));
   ASSERT_TRUE(slow.ok()) << slow.status().to_string();
-  for (int i = 0; i < 2000 && !slow_started.load(); ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(slow_started.load());
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 20s, [&] { return blocked; }));
+  }
 
   constexpr int kWrites = 200;
-  std::mutex mu;
   std::vector<int> calls(kWrites, 0);
   std::vector<std::thread::id> threads;
-  std::atomic<int> ok{0};
-  const auto start = std::chrono::steady_clock::now();
+  int ok = 0, ended = 0;
   for (int i = 0; i < kWrites; ++i) {
     const uint64_t off = 4096 * (1 + i % 200);
     auto id = p.source->submit_write({p.src.handle, off, p.dst.desc, off, 4096},
@@ -70,38 +74,52 @@ TEST(InlineCompletion, RunsOnceOnTheEndingThreadNotBehindASlowCallback) {
                                        std::lock_guard lock(mu);
                                        ++calls[i];
                                        threads.push_back(std::this_thread::get_id());
-                                       if (s.ok()) ok.fetch_add(1);
+                                       if (s.ok()) ++ok;
+                                       ++ended;
+                                       cv.notify_all();
                                      }));
     ASSERT_TRUE(id.ok()) << id.status().to_string();
   }
-  while (ok.load() < kWrites && std::chrono::steady_clock::now() - start < 10s) std::this_thread::sleep_for(1ms);
-  const auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_EQ(ok.load(), kWrites);
-  // Behind the slow callback they would have waited for it (2 s); inline they did not.
-  EXPECT_LT(took, 1500ms);
-  EXPECT_TRUE(slow_started.load());
-  std::this_thread::sleep_for(50ms);  // nothing more arrives
+  {
+    // Every one ends while the callback thread is still held: they never needed it.
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 20s, [&] { return ended == kWrites; })) << ended << " of " << kWrites << " ended";
+    EXPECT_FALSE(release);
+    EXPECT_EQ(ok, kWrites);
+    release = true;
+    cv.notify_all();
+  }
+  // stop() returns once every callback ran and nothing more can come.
+  ASSERT_TRUE(p.source->stop().ok());
   std::lock_guard lock(mu);
   for (int i = 0; i < kWrites; ++i) EXPECT_EQ(calls[i], 1) << "write " << i;
   for (const std::thread::id& t : threads) EXPECT_NE(t, callback_thread);
 }
 
-// An imm expectation that is never met ends with DeadlineExceeded through its inline callback.
+// An imm expectation that is never met ends with DeadlineExceeded through its inline callback,
+// once.
 TEST(InlineCompletion, ADeadlineEndsItInline) {
   Pair p = make_pair();
-  std::atomic<int> calls{0};
-  std::atomic<int> code{-1};
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  ErrorCode code = ErrorCode::kOk;
   Completion sink = Completion::inline_callback([&](const Status& s) {
-    code.store(static_cast<int>(s.code()));
-    calls.fetch_add(1);
+    std::lock_guard lock(mu);
+    code = s.code();
+    ++calls;
+    cv.notify_all();
   });
   sink.with_deadline(Clock::now() + 50ms);
   ASSERT_TRUE(p.target->imms().expect(0xC0FFEE, 1, std::move(sink)).ok());
-  for (int i = 0; i < 5000 && calls.load() == 0; ++i) std::this_thread::sleep_for(1ms);
-  EXPECT_EQ(calls.load(), 1);
-  EXPECT_EQ(code.load(), static_cast<int>(ErrorCode::kDeadlineExceeded));
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(calls.load(), 1);
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 20s, [&] { return calls > 0; }));
+    EXPECT_EQ(code, ErrorCode::kDeadlineExceeded);
+  }
+  ASSERT_TRUE(p.target->stop().ok());  // ends every expectation: an unended one would report now
+  std::lock_guard lock(mu);
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace
