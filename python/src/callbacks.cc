@@ -35,6 +35,9 @@ void run_python(const char* where, F&& body) {
   call_guarded(where, std::forward<F>(body));
 }
 
+// Whether on_done is an asyncio form's slot (async_completions.h) rather than a Python callable.
+bool is_async_slot(const PyRefPtr& on_done) { return on_done && py::isinstance<AsyncSlot>(on_done->get()); }
+
 }  // namespace
 
 PyRefPtr callable_arg(const py::object& fn, const char* name) {
@@ -69,7 +72,7 @@ std::chrono::nanoseconds seconds_arg(double seconds, const char* name) {
 }
 
 CompletionCallback callback_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep) {
-  if (on_done && py::isinstance<AsyncSlot>(on_done->get())) {  // an asyncio form's future
+  if (is_async_slot(on_done)) {  // an asyncio form's future
     const AsyncSlot& slot = on_done->get().cast<const AsyncSlot&>();
     return slot.completions->callback(slot.token, std::move(keep));
   }
@@ -96,7 +99,7 @@ Completion completion_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep, std
       timeout ? std::optional<std::chrono::nanoseconds>(seconds_arg(*timeout, "timeout")) : std::nullopt;
   // An asyncio form's slot queues the outcome for its loop: quick, no GIL, so on the thread that
   // ends the operation (one thread hop fewer than the callback thread).
-  const bool slot = on_done && py::isinstance<AsyncSlot>(on_done->get());
+  const bool slot = is_async_slot(on_done);
   CompletionCallback fn = callback_of(std::move(on_done), std::move(on_error), std::move(keep));
   Completion c = slot ? Completion::inline_callback(std::move(fn)) : Completion::callback(std::move(fn));
   if (limit) c.with_deadline(Clock::now() + *limit);

@@ -1,6 +1,7 @@
 #include "gpu/cuda_copy_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -57,11 +58,24 @@ Status load_copy_kernels(int device) {
   return ok_status();
 }
 
+CudaCopyEngine::CudaCopyEngine(Options options) : options_(options) {
+  if (!options_.completion_words) return;
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
+      found == cudaDriverEntryPointSuccess) {
+    write_word_ = reinterpret_cast<WriteWord>(fn);
+  } else {
+    cudaGetLastError();  // not sticky; clear it (events then)
+  }
+}
+
 CudaCopyEngine::~CudaCopyEngine() {
   drain();
   for (auto& [device, d] : devices_) {
     DeviceGuard guard(device);
     for (StreamState& s : d.streams) cudaStreamDestroy(s.stream);
+    if (d.words) cudaFreeHost(d.words);
   }
   for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   for (SegmentBuffer& b : all_segments_) cudaFreeHost(b.segments);
@@ -145,6 +159,26 @@ Result<CudaCopyEngine::DeviceState*> CudaCopyEngine::device_state(int device) {
     }
     d.streams.push_back(std::move(s));
   }
+  if (write_word_) {
+    // One cache line per stream's word. Without pinned memory: events.
+    constexpr size_t kLine = 64;
+    if (cudaHostAlloc(&d.words, d.streams.size() * kLine, cudaHostAllocPortable | cudaHostAllocMapped) == cudaSuccess) {
+      std::memset(d.words, 0, d.streams.size() * kLine);
+      for (size_t i = 0; i < d.streams.size(); ++i) {
+        auto* word = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(d.words) + i * kLine);
+        void* on_device = nullptr;
+        if (cudaHostGetDevicePointer(&on_device, word, 0) != cudaSuccess) {
+          cudaGetLastError();
+          continue;  // this stream's flushes record events
+        }
+        d.streams[i].word = word;
+        d.streams[i].word_on_device = on_device;
+      }
+    } else {
+      cudaGetLastError();
+      d.words = nullptr;
+    }
+  }
   return &devices_.emplace(device, std::move(d)).first->second;
 }
 
@@ -195,6 +229,46 @@ cudaEvent_t CudaCopyEngine::take_event() {
   cudaEvent_t e = nullptr;
   if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return nullptr;
   return e;
+}
+
+cudaError_t CudaCopyEngine::mark_end(StreamState& st, Flushed& f) {
+  if (write_word_ && st.word) {
+    const uint32_t seq = st.issued + 1;
+    // Default flags: the write waits for the stream's earlier work and follows a system-wide
+    // fence, so the flush's bytes are visible wherever they went before the word moves.
+    const CUresult r = write_word_(st.stream, reinterpret_cast<CUdeviceptr>(st.word_on_device), seq,
+                                   CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (r == CUDA_SUCCESS) {
+      st.issued = seq;
+      f.seq = seq;
+      f.event = nullptr;
+      return cudaSuccess;
+    }
+    // Not supported here (or failing): events from now on; a word already queued still moves.
+    write_word_ = nullptr;
+  }
+  cudaEvent_t ev = take_event();
+  if (!ev) return cudaErrorMemoryAllocation;
+  const cudaError_t e = cudaEventRecord(ev, st.stream);
+  if (e != cudaSuccess) {
+    free_events_.push_back(ev);
+    return e;
+  }
+  f.event = ev;
+  return cudaSuccess;
+}
+
+cudaError_t CudaCopyEngine::query_oldest(StreamState& st) {
+  const Flushed& f = st.flushed.front();
+  if (f.event) return cudaEventQuery(f.event);
+  // Sequence numbers wrap: the word has reached `seq` when it is not behind it.
+  const uint32_t word = std::atomic_ref<uint32_t>(*st.word).load(std::memory_order_acquire);
+  if (static_cast<int32_t>(word - f.seq) >= 0) return cudaSuccess;
+  if (++st.unmoved_polls < kStreamQueryEvery) return cudaErrorNotReady;
+  // A failed copy never writes its word: ask the stream. Done means every flush on it is (its
+  // words written; the caller retires them one by one), an error is the stream's.
+  st.unmoved_polls = 0;
+  return cudaStreamQuery(st.stream);
 }
 
 bool CudaCopyEngine::is_small(const CopyRequest& r) const {
@@ -402,8 +476,6 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
       hold(b);
       st.issuing_buffers.push_back(b);
     }
-    cudaEvent_t ev = take_event();
-    const cudaError_t e = ev ? cudaEventRecord(ev, st.stream) : cudaErrorMemoryAllocation;
     Flushed f;
     if (!spare_.empty()) {
       f = std::move(spare_.back());
@@ -411,16 +483,13 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     }
     f.ops.swap(st.issuing);
     f.buffers.swap(st.issuing_buffers);
-    if (e != cudaSuccess) {
-      // No event to watch: wait here instead (rare), and report what the stream says.
+    if (mark_end(st, f) != cudaSuccess) {
+      // Nothing to watch: wait here instead (rare), and report what the stream says.
       const cudaError_t sync = cudaStreamSynchronize(st.stream);
-      if (ev) free_events_.push_back(ev);
-      f.event = nullptr;
       retire(f, sync == cudaSuccess ? ok_status() : cuda_status("GPU copy", sync), &done);
       spare_.push_back(std::move(f));
       continue;
     }
-    f.event = ev;
     st.flushed.push_back(std::move(f));
   }
 }
@@ -458,12 +527,17 @@ void CudaCopyEngine::progress(std::vector<CopyDone>& done) {
   for (auto& [device, d] : devices_) {
     for (StreamState& s : d.streams) {
       while (!s.flushed.empty()) {
-        Flushed& f = s.flushed.front();
-        const cudaError_t e = cudaEventQuery(f.event);
+        const cudaError_t e = query_oldest(s);
         if (e == cudaErrorNotReady) break;
-        retire(f, e == cudaSuccess ? ok_status() : cuda_status("GPU copy (cudaEventQuery)", e), &done);
-        spare_.push_back(std::move(f));
-        s.flushed.pop_front();
+        s.unmoved_polls = 0;
+        // A stream's error ends every flush on it: its later words will not move either.
+        const size_t ended = e == cudaSuccess ? 1 : s.flushed.size();
+        for (size_t i = 0; i < ended; ++i) {
+          Flushed& f = s.flushed.front();
+          retire(f, e == cudaSuccess ? ok_status() : cuda_status("GPU copy", e), &done);
+          spare_.push_back(std::move(f));
+          s.flushed.pop_front();
+        }
       }
     }
   }

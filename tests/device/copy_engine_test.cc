@@ -3,13 +3,16 @@
 // more kernel runs than one launch carries — move exactly the bytes asked, report every request
 // once and ok, and touch nothing else. Gathers whose segments the caller wrote into the engine's
 // pinned room (segment_room), over many flushes in flight, keep their segments until their
-// kernels ran. The byte check is against the same copies done on the host.
+// kernels ran. The byte check is against the same copies done on the host. A copy that faults
+// on the GPU is reported with the stream's error — not waited for forever — whether flushes end
+// with completion words or with events (in a child process: the fault ends its CUDA context).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <cstdlib>
 #include <set>
 #include <vector>
 
@@ -89,14 +92,64 @@ class CopyEngineKernel : public ::testing::Test {
     }
   }
 
+  // 12 rounds of gathers in pinned room (and from the caller's memory, and plain copies), many
+  // flushes in flight; every byte of a 256 MiB target checked.
+  void pinned_room_rounds(bool completion_words);
+
   DeviceBuffer src_{kBytes}, dst_{kBytes};
   std::vector<uint8_t> host_src_, host_dst_;
 };
 
-gpu::CudaCopyEngine::Options kernel_mode() {
+gpu::CudaCopyEngine::Options kernel_mode(bool completion_words = true) {
   gpu::CudaCopyEngine::Options o;
   o.mode = gpu::GpuCopyMode::kKernel;
+  o.completion_words = completion_words;
   return o;
+}
+
+// In the child: a gather whose one page lands far outside any allocation, behind a good one in
+// the same flush. Exits 0 when both are reported with an error within 20 s, 3 when one is
+// reported ok, 4 when they are not reported in time, 5 when the set-up fails.
+[[noreturn]] void fault_one_copy(bool completion_words) {
+  DeviceBuffer src(1 << 20), dst(1 << 20);
+  gpu::CudaCopyEngine engine(kernel_mode(completion_words));
+  if (!src.ptr || !dst.ptr || !engine.prepare(0).ok()) std::exit(5);
+  auto gather = [&](uint64_t op, uint64_t dst_offset) {
+    static gpu::CopySegment segments[2][1];
+    segments[op - 1][0] = {0, dst_offset};
+    gpu::CopyRequest r;
+    r.op = op;
+    r.src = src.ptr;
+    r.src_kind = MemoryKind::kCuda;
+    r.src_device = 0;
+    r.length = 4096;
+    r.dst_ptr = dst.ptr;
+    r.dst_kind = MemoryKind::kCuda;
+    r.dst_device = 0;
+    r.segments = segments[op - 1];
+    return r;
+  };
+  Status error;
+  if (engine.submit(gather(1, 0), &error) != gpu::CopySubmit::kAccepted) std::exit(5);
+  if (engine.submit(gather(2, uint64_t{1} << 46), &error) != gpu::CopySubmit::kAccepted) std::exit(5);
+  size_t failed = 0;
+  std::vector<gpu::CopyDone> done;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (failed < 2 && std::chrono::steady_clock::now() < deadline) {
+    done.clear();
+    engine.progress(done);
+    for (const gpu::CopyDone& d : done) {
+      if (d.status.ok()) std::exit(3);
+      ++failed;
+    }
+  }
+  std::exit(failed == 2 ? 0 : 4);
+}
+
+TEST(CopyEngineFault, AFaultingCopyIsReportedWithTheStreamsErrorWithCompletionWordsAndWithEvents) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child starts its own CUDA context
+  EXPECT_EXIT(fault_one_copy(true), ::testing::ExitedWithCode(0), "") << "completion words";
+  EXPECT_EXIT(fault_one_copy(false), ::testing::ExitedWithCode(0), "") << "events";
 }
 
 // Gathers of 4 KiB pages, of 40 KiB (three pieces, the last partial) and of 4097 bytes at odd
@@ -145,12 +198,20 @@ TEST_F(CopyEngineKernel, PlainCopiesOfManyLengthsAndOneLengthMoveTheirBytes) {
 // depend on the order in which the flushes run. A room handed out and not submitted is handed
 // out again.
 TEST_F(CopyEngineKernel, GathersWrittenIntoThePinnedRoomKeepItUntilTheirKernelsRan) {
+  for (const bool words : {true, false}) {
+    SCOPED_TRACE(words ? "completion words" : "events");
+    pinned_room_rounds(words);
+    if (HasFatalFailure()) return;
+  }
+}
+
+void CopyEngineKernel::pinned_room_rounds(bool completion_words) {
   constexpr uint64_t kPage = 4096, kTargetBytes = 256 << 20, kSlots = kTargetBytes / kPage;
   DeviceBuffer target(kTargetBytes);
   ASSERT_NE(target.ptr, nullptr);
   ASSERT_EQ(cudaMemset(target.ptr, 0, kTargetBytes), cudaSuccess);
   std::vector<uint8_t> model(kTargetBytes, 0);
-  gpu::CudaCopyEngine engine(kernel_mode());
+  gpu::CudaCopyEngine engine(kernel_mode(completion_words));
   ASSERT_TRUE(engine.prepare(0).ok());
   std::mt19937_64 rng(23);
   std::vector<uint64_t> slots(kSlots);  // target slots in a random order, each used once
