@@ -19,13 +19,15 @@ void header(wire::Writer& w, MessageKind k) {
 Status bad(const std::string& what) { return malformed("weights message: " + what); }
 
 Status open(wire::Reader& r, MessageKind want) {
-  uint8_t m[4], v, k;
+  uint8_t m[4], v = 0, k = 0;
   for (uint8_t& b : m) {
     if (!r.u8(b)) return bad("truncated header");
   }
   if (std::memcmp(m, kMagic, 4) != 0) return bad("bad magic");
-  if (!r.u8(v) || v != kWeightsFormatVersion) return bad("unsupported format version");
-  if (!r.u8(k) || k != static_cast<uint8_t>(want)) return bad("unexpected message kind " + std::to_string(k));
+  if (!r.u8(v)) return bad("truncated header");
+  if (v != kWeightsFormatVersion) return bad("unsupported format version " + std::to_string(v));
+  if (!r.u8(k)) return bad("truncated header");
+  if (k != static_cast<uint8_t>(want)) return bad("unexpected message kind " + std::to_string(k));
   return ok_status();
 }
 
