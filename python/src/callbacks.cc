@@ -35,10 +35,9 @@ void run_python(const char* where, F&& body) {
   call_guarded(where, std::forward<F>(body));
 }
 
-// Whether on_done is an asyncio form's slot (async_completions.h) rather than a Python callable.
-bool is_async_slot(const PyRefPtr& on_done) { return on_done && py::isinstance<AsyncSlot>(on_done->get()); }
-
 }  // namespace
+
+bool is_async_slot(const PyRefPtr& on_done) { return on_done && py::isinstance<AsyncSlot>(on_done->get()); }
 
 PyRefPtr callable_arg(const py::object& fn, const char* name) {
   if (!fn.is_none() && !PyCallable_Check(fn.ptr()) && !py::isinstance<AsyncSlot>(fn)) {

@@ -33,6 +33,11 @@ CompletionCallback callback_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr kee
 Completion completion_of(PyRefPtr on_done, PyRefPtr on_error, PyRefPtr keep = nullptr,
                          std::optional<double> timeout = std::nullopt);
 
+// Whether on_done is an asyncio form's slot (async_completions.h) rather than a Python callable:
+// its callback queues the outcome without the GIL, quick enough for Completion::inline_callback
+// (the thread that ends the operation instead of the callback thread). With the GIL held.
+bool is_async_slot(const PyRefPtr& on_done);
+
 // Seconds -> a duration; ValueError unless > 0 and finite.
 std::chrono::nanoseconds seconds_arg(double seconds, const char* name);
 

@@ -367,7 +367,9 @@ void PyEngine::set_imm_count_expected(const py::object& imm, int64_t expected, c
                                       const py::object& on_error, Timeout timeout) {
   const uint32_t value = imm_value(imm, "imm");
   if (expected < 1) throw py::value_error("expected_count must be >= 1, got " + std::to_string(expected));
-  CompletionCallback inner = callback_of(callable_arg(on_reached, "on_reached"), callable_arg(on_error, "on_error"));
+  PyRefPtr reached_fn = callable_arg(on_reached, "on_reached");
+  const bool async_slot = is_async_slot(reached_fn);  // wait_imm_count's future
+  CompletionCallback inner = callback_of(std::move(reached_fn), callable_arg(on_error, "on_error"));
   auto e = engine();
   uint64_t generation = 0;
   {
@@ -382,13 +384,18 @@ void PyEngine::set_imm_count_expected(const py::object& imm, int64_t expected, c
       if (it != t->entries.end() && it->second.generation == generation) t->entries.erase(it);
     }
   };
-  Completion sink = Completion::callback([fn = std::move(inner), forget](const Status& s) mutable {
+  auto reached = [fn = std::move(inner), forget](const Status& s) mutable {
     forget();
     fn(s);
-  });
+  };
+  // wait_imm_count's future is settled on the thread that counts the last imm or ends the
+  // expectation (one hop fewer than the callback thread). forget() only takes the table's mutex,
+  // whose holders never wait for anything that fires a sink (the counter fires sinks after it
+  // released its own lock, which has_expectation() below takes under the mutex).
+  Completion sink = async_slot ? Completion::inline_callback(std::move(reached)) : Completion::callback(std::move(reached));
   if (timeout) sink.with_deadline(Clock::now() + seconds_arg(*timeout, "timeout"));
   Status st = without_gil([&] {
-    // Recorded before expect(): the sink may fire (on the callback thread) before expect() returns.
+    // Recorded before expect(): the sink may fire (on another thread, or inside expect()) before it returns.
     {
       std::lock_guard lock(expectations_->mu);
       if (!e->imms().has_expectation(value)) expectations_->entries[value] = {static_cast<uint64_t>(expected), generation};

@@ -4,6 +4,7 @@ for loops that cannot watch one)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import threading
@@ -106,12 +107,13 @@ def test_bouncing_recvs_async(peer, provider):
         e.stop()
 
 
-def test_async_completions_do_not_wait_behind_a_blocked_callback(engine, peer, imms):
-    """An asyncio form's completion is queued for its loop by the thread that ends the operation:
-    a callback that holds the engine's callback thread does not hold it up."""
-    src = arrays.filled(8192, 5)
+@contextlib.contextmanager
+def _callback_thread_held(engine, peer):
+    """Holds the engine's callback thread inside a write's callback until the block ends; yields a
+    check that the hold is still in place. The source and target stay registered meanwhile."""
+    src = arrays.filled(4096, 5)
     handle, _ = engine.register_tensor(src)
-    dst = peer.call("alloc", "async_slow_dst", 8192)
+    dst = peer.call("alloc", "held_callback_dst", 4096)
     blocked, release, finished = threading.Event(), threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -121,19 +123,53 @@ def test_async_completions_do_not_wait_behind_a_blocked_callback(engine, peer, i
 
     engine.submit_write(handle, 0, 4096, None, dst, 0, hold, None)
     assert blocked.wait(20)
-    w = imms()
-
-    async def main() -> None:
-        await asyncio.wait_for(engine.write_async(handle, 4096, 4096, w, dst, 4096), 20)
-
     try:
-        asyncio.run(main())  # completes while the callback thread is still held
-        assert not release.is_set() and not finished.is_set()
+        yield lambda: not release.is_set() and not finished.is_set()
     finally:
         release.set()
     assert finished.wait(20)
-    assert peer.call("wait_imms", w, fl.imm_count_of_write(4096, engine.nets_per_gpu), 10.0)[0]
     engine.unregister_memory(handle)
+
+
+def test_async_completions_do_not_wait_behind_a_blocked_callback(engine, peer, imms):
+    """An asyncio form's completion is queued for its loop by the thread that ends the operation:
+    a callback that holds the engine's callback thread does not hold it up."""
+    src = arrays.filled(4096, 6)
+    handle, _ = engine.register_tensor(src)
+    dst = peer.call("alloc", "async_slow_dst", 4096)
+    w = imms()
+
+    async def main() -> None:
+        await asyncio.wait_for(engine.write_async(handle, 0, 4096, w, dst, 0), 20)
+
+    with _callback_thread_held(engine, peer) as still_held:
+        asyncio.run(main())  # completes while the callback thread is still held
+        assert still_held()
+    assert peer.call("wait_imms", w, fl.imm_count_of_write(4096, engine.nets_per_gpu), 10.0)[0]
+    assert peer.call("read", "async_slow_dst") == arrays.pattern(4096, 6).tobytes()
+    engine.unregister_memory(handle)
+
+
+def test_wait_imm_count_does_not_wait_behind_a_blocked_callback(engine, peer, imms):
+    """wait_imm_count is settled by the thread that counts the last imm, and a timed-out one by the
+    timer: neither waits for the engine's callback thread."""
+    _, desc = engine.register_tensor(arrays.zeros(64))
+    arrived, partial = imms(), imms()
+
+    async def main() -> None:
+        waiter = asyncio.ensure_future(engine.wait_imm_count(arrived, 2, timeout=30))
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, peer.call, "imms_to", desc, arrived, 2) == ["ok"] * 2
+        await asyncio.wait_for(waiter, 20)
+        with pytest.raises(fl.DeadlineExceededError):  # none arrive: the deadline ends it
+            await asyncio.wait_for(engine.wait_imm_count(partial, 1, timeout=0.2), 20)
+
+    with _callback_thread_held(engine, peer) as still_held:
+        asyncio.run(main())
+        assert still_held()
+    assert engine.imm_count(arrived) == 0 and engine.imm_count(partial) == 0  # consumed; none came
+    engine.remove_imm_count(arrived)
+    engine.remove_imm_count(partial)
 
 
 class _LoopWithoutReaders(asyncio.SelectorEventLoop):
