@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <random>
-#include <cstdlib>
 #include <set>
 #include <vector>
 
