@@ -96,7 +96,7 @@ Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Compl
   FABRIC_LIB_RETURN_IF_ERROR(check_remote(dst, 0, 0, group));
   RequestPool::Ptr r = take_request(std::move(done), nullptr, imm);
   if (!r) return RequestPool::too_many_requests();
-  r->targets = {dst};
+  r->targets.push_back(dst);
   planner::plan_imm_only(1, num_domains(), workers_[group]->next_start_domain(), r->wrs);
   return enqueue(group, std::move(r), scope);
 }
@@ -114,7 +114,7 @@ Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion don
   if (!r) return RequestPool::too_many_requests();
   planner::plan_write(request, num_domains(), workers_[group]->next_start_domain(), r->wrs,
                       placement(request.route, group));
-  r->targets = {std::move(request.dst)};
+  r->targets.push_back(std::move(request.dst));  // not `= {...}`: that copies the descriptor (a reference count up and down)
   return enqueue(group, std::move(r), scope);
 }
 
@@ -159,7 +159,7 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
   r->geometry = {request.page_length, request.src_stride, request.dst_stride, request.src_offset, request.dst_offset};
   planner::plan_pages(pages, paged_route(request.route, group), num_domains(), workers_[group]->next_start_domain(),
                       r->page_runs);
-  r->targets = {std::move(request.dst)};
+  r->targets.push_back(std::move(request.dst));
   return enqueue(group, std::move(r), scope);
 }
 
@@ -187,8 +187,14 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
       return invalid_argument(where() + "peer " + std::to_string(target.peer) + " is not in the group of " +
                               std::to_string(peers->descs.size()));
     }
-    const MrDesc& desc = peers ? peers->descs[target.peer] : target.dst;
-    Status s = check_remote(desc, target.dst_offset, target.length, group);
+    if (peers) {  // the member was checked when the group was made: only the range is left
+      const uint64_t length = peers->lengths[target.peer];
+      if (!fits(target.dst_offset, target.length, length)) {
+        return out_of_range(where() + "destination range " + range_text(target.dst_offset, target.length, length));
+      }
+      continue;
+    }
+    Status s = check_remote(target.dst, target.dst_offset, target.length, group);
     if (!s.ok()) return Status(s.code(), where() + s.message());
   }
   RequestPool::Ptr r = take_request(std::move(done), std::move(src), request.imm);
@@ -239,6 +245,7 @@ Result<std::shared_ptr<const PeerGroup::Data>> EngineCore::resolve_peers(std::sp
   data->engine = this;
   data->group = group;
   data->descs.assign(descs.begin(), descs.end());
+  for (const MrDesc& desc : data->descs) data->lengths.push_back(desc.length());
   Status status = workers_[group]->run_sync([&](GroupWorker& w) {
     for (const MrDesc& desc : data->descs) {
       PeerEntry& peer = w.peer_for(desc);

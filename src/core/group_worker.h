@@ -173,6 +173,7 @@ class GroupWorker {
     // them forever) must not take the whole endpoint with it.
     size_t max_inflight_per_path = 0;
     size_t wrs_per_pass = 64;  // DomainInfo::wrs_per_pass
+    size_t batch_wrs = 64;     // post_batch's next batch at most (kMinBatchWrs after a partial one)
   };
   // A request's deadline: still its own when the request is live with the same id.
   struct DeadlineEntry {
@@ -203,6 +204,8 @@ class GroupWorker {
   bool post_pending(size_t d);
   // The bookkeeping of `wrs` WRs just posted to `peer` on domain `e` under `record`.
   void note_posted(WrRecord* record, PeerEntry& peer, size_t e, uint32_t wrs);
+  // A record for WRs of `r` to `peer` on domain `e`, posted now (its bytes and count are the caller's).
+  WrRecord* new_record(Request& r, PeerEntry& peer, size_t e);
   transport::PostResult post_one(size_t d, Stream& stream, Status* error);
   // Posts up to `max_wrs` WRs of `stream` as one run when the next ones go to one peer on this
   // domain's own path and have one length (a paged write's pages): one record and one
@@ -210,6 +213,14 @@ class GroupWorker {
   // kPosted when the run form does not apply (the caller then uses post_one); else `*result`
   // and `*error` are post_one's for the first WR not posted.
   size_t post_run(size_t d, Stream& stream, size_t max_wrs, transport::PostResult* result, Status* error);
+  // Where post_run does not apply (a scatter: the next WRs go to other targets or have other
+  // lengths), posts up to `max_wrs` of the next WRs that go on this domain's own paths in one
+  // Domain::post_writes call, each with its own record: one watchdog bracket and one virtual
+  // call for the batch instead of one per WR. The same contract as post_run: 0 with `*result`
+  // kPosted when fewer than two WRs qualify (the caller then uses post_one). A batch the provider
+  // took only part of makes the domain's next one small (DomainState::batch_wrs).
+  size_t post_batch(size_t d, Stream& stream, size_t max_wrs, transport::PostResult* result, Status* error);
+  static constexpr size_t kMinBatchWrs = 4, kMaxBatchWrs = 64;
   // group_worker.cc again.
   // Returns how many events it handled. `clock_fresh`: clock_ns_ was read just before the call,
   // so it stands for the events' completion time (no second read).
@@ -292,7 +303,8 @@ class GroupWorker {
   std::vector<std::shared_ptr<const transport::DomainCounters>> domain_counters_;  // set by open_domains()
   PeerRegistry peers_;
   WrRecordPool records_;
-  std::vector<transport::WriteWr> run_wrs_;  // post_run's WRs (kept: no allocation per run)
+  std::vector<transport::WriteWr> run_wrs_;  // post_run's and post_batch's WRs (kept: no allocation per run)
+  std::vector<WrRecord*> batch_records_;      // post_batch's records, one per WR of run_wrs_
   // The requests this worker accepted and has not given back, linked through
   // Request::live_prev/live_next (shutdown and take-over walk it); cancel() and deadlines find a
   // request by its id's slot instead (RequestPool).

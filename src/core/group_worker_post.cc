@@ -1,7 +1,8 @@
 // GroupWorker: posting — a domain's queued WRs handed to the provider, one at a time
-// (post_one) or as runs (post_run: a request's WRs to one peer, of one length, on a domain's own
-// path, in one Domain::post_writes call with one WrRecord counting them), within the pass budget
-// (post_pending).
+// (post_one), as runs (post_run: a request's WRs to one peer, of one length, on a domain's own
+// path, in one Domain::post_writes call with one WrRecord counting them) or as batches
+// (post_batch: a scatter's WRs to any peers, a record each, in one Domain::post_writes call —
+// one watchdog bracket), within the pass budget (post_pending).
 #include <algorithm>
 
 #include "core/group_worker.h"
@@ -30,6 +31,16 @@ transport::WriteWr write_wr(const Request& r, const planner::WrPlan& w, const Mr
 
 }  // namespace
 
+WrRecord* GroupWorker::new_record(Request& r, PeerEntry& peer, size_t e) {
+  WrRecord* record = records_.acquire();
+  record->request = &r;
+  record->peer = &peer;
+  record->domain = static_cast<uint32_t>(e);
+  record->op = r.op;
+  record->posted_ns = clock_ns_;  // this posting pass's time (metrics on)
+  return record;
+}
+
 transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) {
   Request& r = *s.request;
   const uint32_t target = r.kind == RequestKind::kSend ? 0 : r.target_at(s.next);
@@ -55,12 +66,7 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
     *error = Status(ErrorCode::kPeerUnreachable, handle.status().message());
     return transport::PostResult::kFailed;
   }
-  WrRecord* record = records_.acquire();
-  record->request = &r;
-  record->peer = &peer;
-  record->domain = static_cast<uint32_t>(e);
-  record->op = r.op;
-  record->posted_ns = clock_ns_;  // this posting pass's time (metrics on)
+  WrRecord* record = new_record(r, peer, e);
   transport::PostResult result;
   if (r.kind == RequestKind::kSend) {
     record->bytes = r.src ? r.send_length : r.message.size();
@@ -126,12 +132,7 @@ size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::Pos
   if (k < 2) return 0;
   Result<transport::PeerHandle> handle = peers_.handle(peer, d, *ds.domain);
   if (!handle.ok()) return 0;
-  WrRecord* record = records_.acquire();
-  record->request = &r;
-  record->peer = &peer;
-  record->domain = static_cast<uint32_t>(d);
-  record->op = r.op;
-  record->posted_ns = clock_ns_;
+  WrRecord* record = new_record(r, peer, d);
   record->bytes = length;
   const MrDomainEntry& dst = r.target_desc(target).domain(d);
   size_t n = 0;
@@ -168,6 +169,55 @@ size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::Pos
   return n;
 }
 
+size_t GroupWorker::post_batch(size_t d, Stream& s, size_t max_wrs, transport::PostResult* result, Status* error) {
+  *result = transport::PostResult::kPosted;
+  Request& r = *s.request;
+  if (r.kind == RequestKind::kSend || s.end - s.next < 2 || max_wrs < 2) return 0;
+  DomainState& ds = domains_[d];
+  const size_t room = std::min({max_wrs, ds.max_inflight - std::min(ds.inflight, ds.max_inflight),
+                                static_cast<size_t>(s.end - s.next), ds.batch_wrs});
+  if (room < 2) return 0;
+  // Each WR is checked as post_one checks it on its planned path; the batch ends before the
+  // first that post_one must handle (an unreachable peer, a failed path, a full path, no
+  // handle). A path's WRs in the batch are counted in its `inflight` while it is built, so its
+  // limit holds across them, and taken out again before note_posted counts the posted ones.
+  if (run_wrs_.size() < room) run_wrs_.resize(room);
+  if (batch_records_.size() < room) batch_records_.resize(room);
+  size_t k = 0;
+  for (; k < room; ++k) {
+    const uint32_t i = s.next + static_cast<uint32_t>(k);
+    const uint32_t target = r.target_at(i);
+    PeerEntry& peer = *r.target_peers[target];
+    Path& path = peer.paths[d];
+    if (peer.health == PeerHealth::kUnreachable || !path.usable() || path.inflight >= ds.max_inflight_per_path) break;
+    Result<transport::PeerHandle> handle = peers_.handle(peer, d, *ds.domain);
+    if (!handle.ok()) break;
+    WrRecord* record = new_record(r, peer, d);
+    const planner::WrPlan w = r.plan_at(i);
+    record->bytes = w.length;
+    run_wrs_[k] = write_wr(r, w, r.target_desc(w.target).domain(d), d, *handle, record);
+    batch_records_[k] = record;
+    ++path.inflight;
+  }
+  for (size_t j = 0; j < k; ++j) --batch_records_[j]->peer->paths[d].inflight;
+  size_t n = 0;
+  if (k >= 2) n = ds.domain->post_writes(std::span<const transport::WriteWr>(run_wrs_.data(), k), result, error);
+  for (size_t j = 0; j < n; ++j) {
+    WrRecord* record = batch_records_[j];
+    record->peer->paths[d].blocked_since_ns = 0;
+    note_posted(record, *record->peer, d, 1);
+  }
+  if (n < k && k >= 2 && *result == transport::PostResult::kAgain) {
+    Path& path = batch_records_[n]->peer->paths[d];
+    if (path.blocked_since_ns == 0) path.blocked_since_ns = monotonic_ns();
+  }
+  for (size_t j = n; j < k; ++j) records_.release(batch_records_[j]);
+  // A provider that is full takes a WR or two per call (shm under load, tcp while it connects):
+  // the next batch is small, and batches double again while they are taken whole.
+  if (k >= 2) ds.batch_wrs = n < k ? kMinBatchWrs : std::min(kMaxBatchWrs, ds.batch_wrs * 2);
+  return n;
+}
+
 bool GroupWorker::post_pending(size_t d) {
   DomainState& ds = domains_[d];
   size_t posted = 0;
@@ -184,8 +234,10 @@ bool GroupWorker::post_pending(size_t d) {
     }
     Status error;
     transport::PostResult result;
-    // A run of WRs in one call where they allow it, else one WR.
+    // A run of WRs in one call where they allow it, else a batch of WRs (one record each) in
+    // one call, else one WR.
     size_t n = post_run(d, s, ds.wrs_per_pass - posted, &result, &error);
+    if (n == 0 && result == transport::PostResult::kPosted) n = post_batch(d, s, ds.wrs_per_pass - posted, &result, &error);
     if (n == 0 && result == transport::PostResult::kPosted) {
       result = post_one(d, s, &error);
       n = result == transport::PostResult::kPosted ? 1 : 0;

@@ -11,7 +11,8 @@
 // of the same number of WRs, no engine), so engine work per WR = (engine time - baseline time) /
 // WRs. One thread submits and reaps with progress() (caller-thread posting; the worker idles).
 // Prints ns per WR for single writes, 64-page paged writes and 64-target scatters (with
-// descriptors — to one peer, and to 8 peers in turn — and through a PeerGroup), and MET/MISSED
+// descriptors — to one peer, and to 8 peers in turn — and through a PeerGroup of one and of 8
+// peers), and MET/MISSED
 // against the hot-path issue's target (engine work per WR <= 100 ns).
 //
 // Usage: engine-overhead-bench [--provider shm|tcp] [--requests N] [--window W] [--quick]
@@ -154,6 +155,7 @@ int run(const Options& o) {
   }
   std::vector<std::vector<uint8_t>> peer_regions(kPeers, std::vector<uint8_t>(kRegion, 0));
   ScatterRequest to_peers = scatter;
+  std::vector<MrDesc> peer_descs;
   for (size_t g = 0; g < kPeers; ++g) {
     Result<MrRegistration> r =
         (*peer_engine)->register_memory(peer_regions[g].data(), kRegion, Access::kRemoteWrite, MemoryKind::kHost, g);
@@ -162,15 +164,31 @@ int run(const Options& o) {
       return 1;
     }
     for (size_t i = g; i < kPages; i += kPeers) to_peers.targets[i].dst = r->desc;
+    peer_descs.push_back(r->desc);
   }
+  // And through a PeerGroup of those 8 peers, taking turns the same way. (The group scatter
+  // above names one member: its WRs all go to one peer and are posted as one run.)
+  Result<PeerGroup> peer_group = engine.add_peer_group(peer_descs);
+  if (!peer_group.ok()) {
+    std::fprintf(stderr, "engine-overhead-bench: add_peer_group: %s\n", peer_group.status().to_string().c_str());
+    return 1;
+  }
+  ScatterRequest grouped_to_peers = grouped;
+  grouped_to_peers.group = &*peer_group;
+  for (size_t i = 0; i < kPages; ++i) grouped_to_peers.targets[i].peer = static_cast<uint32_t>(i % kPeers);
   const WriteRequest single{s->handle, 0, d->desc, 0, kPage, 7};
 
   std::vector<Point> points = {{"single 4 KiB", 1},
                                {"paged 64 x 4 KiB", kPages},
                                {"scatter 64 x 4 KiB", kPages},
                                {"scatter 64 x 4 KiB to 8 peers", kPages},
-                               {"group scatter 64 x 4 KiB", kPages}};
-  std::erase_if(points, [&](const Point& p) { return std::string(p.name).find(o.only) == std::string::npos; });
+                               {"group scatter 64 x 4 KiB", kPages},
+                               {"group scatter 64 x 4 KiB to 8 peers", kPages}};
+  // A name given whole selects that point alone ("scatter 64 x 4 KiB" is also part of two others).
+  const bool exact = std::any_of(points.begin(), points.end(), [&](const Point& p) { return o.only == p.name; });
+  std::erase_if(points, [&](const Point& p) {
+    return exact ? o.only != p.name : std::string(p.name).find(o.only) == std::string::npos;
+  });
   if (points.empty()) {
     std::fprintf(stderr, "engine-overhead-bench: no point matches --only '%s'\n", o.only.c_str());
     return 2;
@@ -181,6 +199,8 @@ int run(const Options& o) {
                             ? engine_ns_per_wr(engine, o, 1, [&](Completion c) { return engine.submit_write(single, c); })
                         : std::string(p.name).starts_with("paged")
                             ? engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_paged_writes(paged, c); })
+                        : std::string(p.name) == "group scatter 64 x 4 KiB to 8 peers"
+                            ? engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_scatter(grouped_to_peers, c); })
                         : std::string(p.name).ends_with("peers")
                             ? engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_scatter(to_peers, c); })
                         : std::string(p.name).starts_with("scatter")
@@ -223,7 +243,7 @@ int main(int argc, char** argv) {
   app.add_option("--window", o.window, "requests in flight")->check(CLI::PositiveNumber);
   app.add_option("--repeats", o.repeats, "runs per point (engine and baseline alternate); the best counts")
       ->check(CLI::Range(1, 100));
-  app.add_option("--only", o.only, "run only the points whose name contains this text (for profiling)");
+  app.add_option("--only", o.only, "run only the point of this name, or those whose name contains it (for profiling)");
   bool quick = false;
   app.add_flag("--quick", quick, "500 requests per run (smoke test)");
   CLI11_PARSE(app, argc, argv);

@@ -96,6 +96,11 @@ TEST_P(BadInputTest, EachFailsWithAClearStatusAndTheEngineStaysUsable) {
   ScatterRequest s{src.reg.handle, {{16, 0, 0, MrDesc(), 1}}, next_imm++};
   s.group = &*group;
   EXPECT_EQ(code(engine->submit_scatter(s, Completion::counter(never))), ErrorCode::kInvalidArgument);
+  // A member's range is still checked on every submit (the member itself only when the group was made).
+  s.targets = {{16, 0, region - 8, MrDesc(), 0}};
+  EXPECT_EQ(code(engine->submit_scatter(s, Completion::counter(never))), ErrorCode::kOutOfRange);
+  s.targets = {{4, 0, UINT64_MAX - 1, MrDesc(), 0}};
+  EXPECT_EQ(code(engine->submit_scatter(s, Completion::counter(never))), ErrorCode::kOutOfRange);
   EXPECT_EQ(code(engine->submit_barrier(next_imm++, {}, Completion::counter(never))), ErrorCode::kInvalidArgument);
   EXPECT_EQ(engine->add_peer_group(std::vector<MrDesc>{with_domains(dst, domains() + 1)}).status().code(),
             ErrorCode::kInvalidArgument);

@@ -13,6 +13,7 @@
 
 #include "fabric_lib/fabric_lib.h"
 #include "gate_domain.h"
+#include "support/eventually.h"
 
 namespace fabric_lib::testing {
 namespace {
@@ -27,17 +28,6 @@ TransferEngineBuilder tcp_builder() {
   TransferEngineBuilder b;
   b.provider("tcp").interfaces({"lo"}).domains_per_group(kDomains).stall_timeout(std::chrono::nanoseconds(0));
   return b;
-}
-
-// Waits (bounded) until pred holds.
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= end) return pred();
-    std::this_thread::sleep_for(200us);
-  }
-  return true;
 }
 
 // A target engine with a zeroed region, and a writer whose domains go through a gate.
