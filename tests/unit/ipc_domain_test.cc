@@ -235,6 +235,82 @@ TEST(IpcDomain, AClosedPeerFailsQueuedAndNewOperations) {
   EXPECT_EQ(p.a->peers(), 0u);
 }
 
+// A peer removed while a copy to it is in flight stays until the copy ends, and the poll that
+// ends it lets it go; a peer removed with nothing in flight goes at once.
+TEST(IpcDomain, ARemovedPeerIsReleasedWhenItsLastOpEnds) {
+  Pair p;
+  ASSERT_TRUE(p.a && p.b);
+  std::vector<uint8_t> src(1 << 20, 7), dst(1 << 20);
+  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
+  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  ASSERT_TRUE(smr.ok() && dmr.ok());
+  Result<PeerHandle> idle = p.a->add_peer(p.b->address());  // a second handle, with nothing in flight
+  ASSERT_TRUE(idle.ok());
+  ASSERT_EQ(p.a->peers(), 2u);
+  Status error;
+  // Host copies run inside poll(): until a poll, this one is in flight.
+  ASSERT_EQ(p.a->post_write(write_wr(src.data(), smr->desc, src.size(), p.b_at_a, 0, dmr->rkey, 5u, 1), &error),
+            PostResult::kPosted);
+  p.a->remove_peer(p.b_at_a);
+  EXPECT_EQ(p.a->peers(), 2u) << "released with its copy in flight";
+  p.a->remove_peer(*idle);
+  EXPECT_EQ(p.a->peers(), 1u) << "a peer with nothing in flight goes at once";
+  ASSERT_TRUE(p.poll_until([&] { return count_of(p.ea, EventKind::kWriteDone) == 1; }));
+  EXPECT_EQ(p.a->peers(), 0u) << "kept after its last op ended";
+}
+
+// Imms to four peers whose rings are full wait in their outboxes; one peer is removed with its
+// outbox full (its items fail, and it is released at once); the other three then get every imm.
+TEST(IpcDomain, OutboxesOfSeveralPeersDrainAfterOneIsRemoved) {
+  constexpr size_t kPeers = 4;
+  constexpr uint32_t kImms = 200;  // per peer; each its own record (alternating values), rings of 64
+  auto a = open_domain();
+  ASSERT_TRUE(a);
+  std::vector<std::unique_ptr<IpcDomain>> b;
+  std::vector<std::vector<uint8_t>> regions(kPeers, std::vector<uint8_t>(64));
+  std::vector<uint64_t> rkeys;
+  std::vector<PeerHandle> handles;
+  for (size_t i = 0; i < kPeers; ++i) {
+    b.push_back(open_domain(/*slots=*/64));
+    ASSERT_TRUE(b.back());
+    auto mr = b.back()->register_memory(regions[i].data(), regions[i].size(), Access::kRemoteWrite, MemoryKind::kHost);
+    ASSERT_TRUE(mr.ok());
+    rkeys.push_back(mr->rkey);
+    Result<PeerHandle> h = a->add_peer(b.back()->address());
+    ASSERT_TRUE(h.ok());
+    handles.push_back(*h);
+  }
+  Status error;
+  for (uint32_t k = 0; k < kImms; ++k) {
+    for (size_t i = 0; i < kPeers; ++i) {
+      const uint32_t imm = static_cast<uint32_t>(1000 * i) + k % 2;
+      ASSERT_EQ(a->post_write(write_wr(nullptr, nullptr, 0, handles[i], 0, rkeys[i], imm, i), &error), PostResult::kPosted);
+    }
+  }
+  std::vector<Event> ea;
+  for (int n = 0; n < 10; ++n) a->poll(ea, 64);  // the targets do not poll: their rings stay full
+  ASSERT_LT(count_of(ea, EventKind::kWriteDone), kPeers * kImms) << "the rings did not fill";
+  a->remove_peer(handles[1]);
+  EXPECT_EQ(a->peers(), kPeers - 1) << "a removed peer whose queued items failed is released at once";
+  std::vector<std::vector<Event>> eb(kPeers);
+  std::vector<IpcDomain*> domains = {a.get()};
+  std::vector<std::vector<Event>*> events = {&ea};
+  for (size_t i = 0; i < kPeers; ++i) {
+    domains.push_back(b[i].get());
+    events.push_back(&eb[i]);
+  }
+  ASSERT_TRUE(testing::poll_until(domains, events, [&] { return count_of(ea, EventKind::kWriteDone) == kPeers * kImms; }));
+  size_t failed = 0;
+  for (const Event& e : ea) failed += e.kind == EventKind::kWriteDone && !e.status.ok() ? e.count : 0;
+  EXPECT_GT(failed, 0u);
+  EXPECT_LE(failed, kImms);
+  for (size_t i = 0; i < kPeers; ++i) {
+    if (i == 1) continue;
+    ASSERT_TRUE(testing::poll_until({b[i].get()}, {&eb[i]}, [&] { return count_of(eb[i], EventKind::kImm) == kImms; }))
+        << "peer " << i << " got " << count_of(eb[i], EventKind::kImm) << " of its imms";
+  }
+}
+
 TEST(IpcDomain, AddPeerRejectsForeignAndBrokenAddresses) {
   auto a = open_domain();
   auto b = open_domain();

@@ -61,6 +61,7 @@ IpcDomain::~IpcDomain() {
       if (gpu_ && import.base) gpu_->close_import(import.base, import.device);
     }
   }
+  outbox_peers_.clear();
   peers_.clear();
   gpu_.reset();
 }
@@ -173,6 +174,7 @@ Result<PeerHandle> IpcDomain::add_peer(std::span<const uint8_t> address) {
 void IpcDomain::remove_peer(PeerHandle handle) {
   Peer* peer = find_peer(handle);
   if (!peer) return;
+  if (!peer->removed) ++removed_peers_;
   peer->removed = true;
   // Nothing more may reach it (the handle is gone for the caller); ops still copying end as they finish.
   if (!peer->dead) peer_failed(*peer, Status(ErrorCode::kPeerUnreachable, "the peer was removed"));
@@ -185,6 +187,8 @@ IpcDomain::Peer::~Peer() {
 
 void IpcDomain::maybe_release(Peer& peer) {
   if (!peer.removed || peer.ops != 0) return;
+  --removed_peers_;
+  if (peer.listed) std::erase(outbox_peers_, &peer);  // its outbox was emptied by peer_failed
   for (auto& [key, import] : peer.imports) {
     if (gpu_ && import.base) gpu_->close_import(import.base, import.device);
   }

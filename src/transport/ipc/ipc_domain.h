@@ -154,6 +154,7 @@ class IpcDomain final : public Domain {
     uint32_t next_seq = 1;
     bool dead = false;
     bool removed = false;
+    bool listed = false;    // in outbox_peers_
     Status why;
     int watch_fd = -1;         // pidfd of the owner process (-1: none; /proc is read instead)
     uint64_t checked_pass = 0; // the poll pass of the last look at watch_fd
@@ -231,6 +232,8 @@ class IpcDomain final : public Domain {
   void drop_region(Peer& peer, uint64_t rkey);
   PostResult enqueue_message(const SendWr& wr, bool control, EventKind kind, Status* error);
   bool pump_outbox(Peer& peer);
+  // Queues `item` in `peer`'s outbox and lists the peer for pump_outboxes.
+  void queue_out(Peer& peer, const OutItem& item);
   // Pushes the imm items at the front of `peer`'s outbox (equal values, up to
   // kMaxImmRecordCount arrivals) as one record. False when the ring is full or closed.
   bool push_imm_record(Peer& peer);
@@ -267,6 +270,10 @@ class IpcDomain final : public Domain {
   uint64_t next_table_slot_ = 0;
 
   std::unordered_map<PeerHandle, std::unique_ptr<Peer>> peers_;
+  size_t removed_peers_ = 0;  // peers removed but kept for their ops in flight (maybe_release)
+  // The peers whose outbox may hold items (Peer::listed), in the order they were queued to:
+  // what pump_outboxes walks. A peer leaves it when pumped empty, or when it is released.
+  std::vector<Peer*> outbox_peers_;
   PeerHandle next_peer_ = 1;
   SlabPool<Op> ops_;  // an op's index travels in copy requests
   std::deque<Event> completed_;
