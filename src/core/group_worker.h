@@ -214,7 +214,7 @@ class GroupWorker {
   // and `*error` are post_one's for the first WR not posted.
   size_t post_run(size_t d, Stream& stream, size_t max_wrs, transport::PostResult* result, Status* error);
   // Where post_run does not apply (a scatter: the next WRs go to other targets or have other
-  // lengths), posts up to `max_wrs` of the next WRs that go on this domain's own paths in one
+  // lengths) and the request's first WR is out, posts up to `max_wrs` of the next WRs that go on this domain's own paths in one
   // Domain::post_writes call, each with its own record: one watchdog bracket and one virtual
   // call for the batch instead of one per WR. The same contract as post_run: 0 with `*result`
   // kPosted when fewer than two WRs qualify (the caller then uses post_one). A batch the provider

@@ -1,5 +1,6 @@
-// A scatter's WRs to several targets are handed to the domain as batches (GroupWorker::
-// post_batch: one Domain::post_writes call, one watchdog bracket, a WR record each) — and every
+// A scatter's WRs to several targets are handed to the domain as batches after its first WR,
+// which goes alone and at once (GroupWorker::post_batch: one Domain::post_writes call, one
+// watchdog bracket, a WR record each) — and every
 // promise of posting WR by WR still holds: a batch the provider takes only part of posts the rest
 // later, exactly once; a WR the provider refuses fails the request once, the WRs before it land
 // and none after it is posted; a path's in-flight limit holds inside a batch.
@@ -37,6 +38,8 @@ struct Script {
   std::mutex mu;
   std::vector<size_t> calls;           // the size of each post_writes call
   std::multiset<uint64_t> posted;      // remote address of each WR the provider took
+  std::vector<bool> posted_in_call;    // per WR taken, in order: whether it came in a post_writes call
+  bool in_call = false;
   int64_t again_at = -1;               // answer kAgain once when this many WRs were posted
   int64_t refuse_at = -1;              // refuse the WR posted after this many
   std::atomic<bool> hold{false};       // polls return nothing (completions held back)
@@ -56,8 +59,12 @@ class ScriptDomain final : public ForwardingDomain {
     {
       std::lock_guard lock(script_->mu);
       script_->calls.push_back(wrs.size());
+      script_->in_call = true;
     }
-    return Domain::post_writes(wrs, last, e);  // WR by WR through post_write below
+    const size_t n = Domain::post_writes(wrs, last, e);  // WR by WR through post_write below
+    std::lock_guard lock(script_->mu);
+    script_->in_call = false;
+    return n;
   }
   transport::PostResult post_write(const transport::WriteWr& wr, Status* e) override {
     std::lock_guard lock(script_->mu);
@@ -71,7 +78,10 @@ class ScriptDomain final : public ForwardingDomain {
       return transport::PostResult::kFailed;
     }
     const transport::PostResult r = ForwardingDomain::post_write(wr, e);
-    if (r == transport::PostResult::kPosted) script_->posted.insert(wr.remote_addr);
+    if (r == transport::PostResult::kPosted) {
+      script_->posted.insert(wr.remote_addr);
+      script_->posted_in_call.push_back(script_->in_call);
+    }
     return r;
   }
   size_t poll(std::vector<transport::Event>& out, size_t max) override {
@@ -130,6 +140,7 @@ struct Engines {
     std::lock_guard lock(script->mu);
     script->calls.clear();
     script->posted.clear();
+    script->posted_in_call.clear();
   }
   ~Engines() {
     if (writer) writer->stop();
@@ -183,8 +194,11 @@ TEST(ScatterBatch, WrsToSeveralPeersArePostedInOneCall) {
   EXPECT_EQ(completions, 1);
   {
     std::lock_guard lock(s.script->mu);
-    EXPECT_EQ(s.script->calls, std::vector<size_t>{kTargets}) << "the 16 WRs were not handed over as one batch";
+    // The first WR alone and at once, the other 15 as one batch.
+    EXPECT_EQ(s.script->calls, std::vector<size_t>{kTargets - 1}) << "the 15 WRs were not handed over as one batch";
     EXPECT_EQ(s.script->posted.size(), kTargets);
+    ASSERT_EQ(s.script->posted_in_call.size(), kTargets);
+    EXPECT_FALSE(s.script->posted_in_call[0]) << "the first WR waited for a batch";
   }
   ASSERT_TRUE(eventually([&] { return s.target->imms().count(501) == kTargets; }));
   for (uint32_t i = 0; i < kTargets; ++i) EXPECT_TRUE(s.landed(i, in_turn(i))) << "page " << i;
@@ -201,11 +215,12 @@ TEST(ScatterBatch, APartlyTakenBatchPostsTheRestLaterExactlyOnce) {
   {
     std::lock_guard lock(s.script->mu);
     ASSERT_GE(s.script->calls.size(), 2u);
-    EXPECT_EQ(s.script->calls[0], kTargets);
-    // After the first call took 5, each of the other 11 was offered in exactly one later call.
+    EXPECT_EQ(s.script->calls[0], kTargets - 1);  // after the first WR, posted alone
+    // The first call took 4 (5 WRs out), then each of the other 11 was offered in exactly one
+    // later call.
     size_t offered = 0;
     for (size_t c : s.script->calls) offered += c;
-    EXPECT_EQ(offered, kTargets + (kTargets - 5));
+    EXPECT_EQ(offered, (kTargets - 1) + (kTargets - 5));
     EXPECT_EQ(s.script->posted.size(), kTargets);
     for (uint64_t addr : s.script->posted) EXPECT_EQ(s.script->posted.count(addr), 1u) << "a WR was posted twice";
   }
