@@ -112,7 +112,7 @@ void GroupWorker::note_posted(WrRecord* record, PeerEntry& peer, size_t e, uint3
 size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::PostResult* result, Status* error) {
   *result = transport::PostResult::kPosted;
   Request& r = *s.request;
-  if (r.kind == RequestKind::kSend || !r.first_posted || s.end - s.next < 2 || max_wrs < 2) return 0;
+  if (r.kind == RequestKind::kSend || s.end - s.next < 2 || max_wrs < 2) return 0;
   // A paged write's pages are one run by construction (one target, one length); scatters and
   // single writes rarely make runs: one look at the next WR says so.
   const uint32_t target = r.target_at(s.next);

@@ -1,14 +1,16 @@
-// A scatter's WRs to several targets are handed to the domain as batches after its first WR,
-// which goes alone and at once (GroupWorker::post_batch: one Domain::post_writes call, one
-// watchdog bracket, a WR record each) — and every
-// promise of posting WR by WR still holds: a batch the provider takes only part of posts the rest
-// later, exactly once; a WR the provider refuses fails the request once, the WRs before it land
-// and none after it is posted; a path's in-flight limit holds inside a batch.
+// How the worker hands a request's WRs to the domain (core/group_worker_post.cc), seen from a
+// script in front of the writer's domain. A paged write's pages go as one page run
+// (Domain::post_pages), its first page included. A scatter's WRs to several targets go as batches
+// after its first WR, which goes alone and at once (GroupWorker::post_batch: one
+// Domain::post_writes call, one watchdog bracket, a WR record each) — and every promise of
+// posting WR by WR still holds: a batch the provider takes only part of posts the rest later,
+// exactly once; a WR the provider refuses fails the request once, the WRs before it land and none
+// after it is posted; a path's in-flight limit holds inside a batch.
 //
 // Two engines over tcp on lo in this process, one domain per group: the writer's domain goes
-// through a script (below) that logs each post_writes call, answers kAgain or a refusal at
-// a chosen WR, and can hold completions back; the target has four groups (four peers), and its
-// imm counts and bytes are checked.
+// through the script (below), which logs each post_pages and post_writes call, answers kAgain or
+// a refusal at a chosen WR, and can hold completions back; the target has four groups (four
+// peers), and its imm counts and bytes are checked.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,6 +38,7 @@ constexpr uint32_t kTargets = 16;
 
 struct Script {
   std::mutex mu;
+  std::vector<size_t> page_runs;       // the page count of each post_pages call
   std::vector<size_t> calls;           // the size of each post_writes call
   std::multiset<uint64_t> posted;      // remote address of each WR the provider took
   std::vector<bool> posted_in_call;    // per WR taken, in order: whether it came in a post_writes call
@@ -55,6 +58,13 @@ class ScriptDomain final : public ForwardingDomain {
   ScriptDomain(std::unique_ptr<transport::Domain> inner, std::shared_ptr<Script> script)
       : ForwardingDomain(std::move(inner)), script_(std::move(script)) {}
 
+  size_t post_pages(const transport::PageRunWr& run, transport::PostResult* last, Status* e) override {
+    {
+      std::lock_guard lock(script_->mu);
+      script_->page_runs.push_back(run.count);
+    }
+    return Domain::post_pages(run, last, e);  // through post_writes below
+  }
   size_t post_writes(std::span<const transport::WriteWr> wrs, transport::PostResult* last, Status* e) override {
     {
       std::lock_guard lock(script_->mu);
@@ -138,6 +148,7 @@ struct Engines {
       dst[g][0] = 0;
     }
     std::lock_guard lock(script->mu);
+    script->page_runs.clear();
     script->calls.clear();
     script->posted.clear();
     script->posted_in_call.clear();
@@ -185,7 +196,32 @@ std::pair<Status, int> run(Engines& s, ScatterRequest request) {
   return {outcome, completions.load()};
 }
 
-TEST(ScatterBatch, WrsToSeveralPeersArePostedInOneCall) {
+TEST(PostingForms, APagedWritesPagesGoAsOnePageRunFirstPageIncluded) {
+  Engines s;
+  s.start();
+  ASSERT_TRUE(s.writer);
+  PagedWriteRequest paged{s.src_reg.handle, s.dst_descs[2], kPage};
+  for (uint32_t i = 0; i < kTargets; ++i) {
+    paged.src_pages.push_back(i);
+    paged.dst_pages.push_back(i);
+  }
+  paged.src_stride = paged.dst_stride = kPage;
+  paged.imm = 505;
+  CompletionCounter c;
+  ASSERT_TRUE(s.writer->submit_paged_writes(paged, Completion::counter(c)).ok());
+  ASSERT_TRUE(c.wait_for(1, 10s));
+  EXPECT_EQ(c.errors.load(), 0u);
+  {
+    std::lock_guard lock(s.script->mu);
+    EXPECT_EQ(s.script->page_runs, std::vector<size_t>{kTargets}) << "the pages were not one run";
+    ASSERT_EQ(s.script->posted_in_call.size(), kTargets);
+    for (uint32_t i = 0; i < kTargets; ++i) EXPECT_TRUE(s.script->posted_in_call[i]) << "page " << i << " went alone";
+  }
+  ASSERT_TRUE(eventually([&] { return s.target->imms().count(505) == kTargets; }));
+  for (uint32_t i = 0; i < kTargets; ++i) EXPECT_TRUE(s.landed(i, 2)) << "page " << i;
+}
+
+TEST(PostingForms, AScattersWrsToSeveralPeersGoInOneCallAfterItsFirst) {
   Engines s;
   s.start();
   ASSERT_TRUE(s.writer);
@@ -204,7 +240,7 @@ TEST(ScatterBatch, WrsToSeveralPeersArePostedInOneCall) {
   for (uint32_t i = 0; i < kTargets; ++i) EXPECT_TRUE(s.landed(i, in_turn(i))) << "page " << i;
 }
 
-TEST(ScatterBatch, APartlyTakenBatchPostsTheRestLaterExactlyOnce) {
+TEST(PostingForms, APartlyTakenBatchPostsTheRestLaterExactlyOnce) {
   Engines s;
   s.start();
   ASSERT_TRUE(s.writer);
@@ -230,7 +266,7 @@ TEST(ScatterBatch, APartlyTakenBatchPostsTheRestLaterExactlyOnce) {
   for (uint32_t i = 0; i < kTargets; ++i) EXPECT_TRUE(s.landed(i, in_turn(i))) << "page " << i;
 }
 
-TEST(ScatterBatch, ARefusedWrInABatchFailsTheRequestOnceAndNothingAfterItIsPosted) {
+TEST(PostingForms, ARefusedWrInABatchFailsTheRequestOnceAndNothingAfterItIsPosted) {
   Engines s;
   s.start();
   ASSERT_TRUE(s.writer);
@@ -254,7 +290,7 @@ TEST(ScatterBatch, ARefusedWrInABatchFailsTheRequestOnceAndNothingAfterItIsPoste
   }
 }
 
-TEST(ScatterBatch, APathsInFlightLimitHoldsInsideABatch) {
+TEST(PostingForms, APathsInFlightLimitHoldsInsideABatch) {
   Engines s;
   s.start(/*max_inflight=*/8);  // a path may hold 8 - 8/8 = 7 (GroupWorker::open_domains)
   ASSERT_TRUE(s.writer);
