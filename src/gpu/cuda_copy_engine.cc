@@ -1,14 +1,22 @@
 #include "gpu/cuda_copy_engine.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 
+#include "base/cpu_relax.h"
+#include "base/log.h"
 #include "gpu/cuda_status.h"
 #include "gpu/page_copy_kernel.h"
 
@@ -59,19 +67,50 @@ Status load_copy_kernels(int device) {
 }
 
 CudaCopyEngine::CudaCopyEngine(Options options) : options_(options) {
-  if (!options_.completion_words) return;
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
-      found == cudaDriverEntryPointSuccess) {
-    write_word_ = reinterpret_cast<WriteWord>(fn);
-  } else {
-    cudaGetLastError();  // not sticky; clear it (events then)
+  issuer_.engine = this;
+  if (options_.completion_words) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess) {
+      write_word_ = reinterpret_cast<WriteWord>(fn);
+    } else {
+      cudaGetLastError();  // not sticky; clear it (events then)
+    }
   }
+  // The launcher thread only where the engine's thread then makes no driver calls while copies
+  // run (words, not events) and ops are few (not one per page: kMemcpy; kBatch's arrays are ours).
+  const bool threaded = write_word_ && options_.launcher_thread && options_.mode != GpuCopyMode::kMemcpy &&
+                        options_.mode != GpuCopyMode::kBatch;
+  launcher_ = std::make_unique<OpLauncher<StreamOp, Issuer>>(256, &issuer_, std::chrono::microseconds(50), threaded,
+                                                              launcher_start());
+}
+
+std::function<void()> CudaCopyEngine::launcher_start() {
+  // A new thread inherits its creator's CPUs. The engine is made on a group worker, which may be
+  // pinned to one CPU: the launcher then runs on the process's CPUs less that one.
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  std::optional<cpu_set_t> cpus;
+  if (pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0 && CPU_COUNT(&mine) == 1) {
+    cpu_set_t process;
+    CPU_ZERO(&process);
+    if (sched_getaffinity(getpid(), sizeof process, &process) == 0) {  // the main thread's CPUs
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &mine)) CPU_CLR(cpu, &process);
+      }
+      if (CPU_COUNT(&process) > 0) cpus = process;
+    }
+  }
+  return [cpus] {
+    pthread_setname_np(pthread_self(), "fl-launcher");
+    if (cpus) pthread_setaffinity_np(pthread_self(), sizeof *cpus, &*cpus);
+  };
 }
 
 CudaCopyEngine::~CudaCopyEngine() {
   drain();
+  launcher_.reset();  // its thread gone before the streams it issues on
   for (auto& [device, d] : devices_) {
     DeviceGuard guard(device);
     for (StreamState& s : d.streams) cudaStreamDestroy(s.stream);
@@ -151,6 +190,8 @@ Result<CudaCopyEngine::DeviceState*> CudaCopyEngine::device_state(int device) {
   DeviceState d;
   for (size_t i = 0; i < std::max<size_t>(1, options_.streams_per_device); ++i) {
     StreamState s(&pool_);
+    // More failure slots than flushes can be in flight on a stream (each holds a request).
+    s.shared = std::make_unique<StreamShared>(std::bit_ceil(std::max<size_t>(options_.max_inflight, 1) + 1));
     // Non-blocking: never wait for (or hold up) the application's work on the legacy stream.
     const cudaError_t e = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
@@ -173,6 +214,14 @@ Result<CudaCopyEngine::DeviceState*> CudaCopyEngine::device_state(int device) {
         }
         d.streams[i].word = word;
         d.streams[i].word_on_device = on_device;
+      }
+      // Once, at set-up: a driver that cannot write words from a stream gets events instead.
+      StreamState& first = d.streams[0];
+      if (first.word && (write_word_(first.stream, reinterpret_cast<CUdeviceptr>(first.word_on_device), 0,
+                                     CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
+                         cudaStreamSynchronize(first.stream) != cudaSuccess)) {
+        cudaGetLastError();
+        for (StreamState& st : d.streams) st.word = nullptr;
       }
     } else {
       cudaGetLastError();
@@ -231,44 +280,108 @@ cudaEvent_t CudaCopyEngine::take_event() {
   return e;
 }
 
-cudaError_t CudaCopyEngine::mark_end(StreamState& st, Flushed& f) {
-  if (write_word_ && st.word) {
-    const uint32_t seq = st.issued + 1;
-    // Default flags: the write waits for the stream's earlier work and follows a system-wide
-    // fence, so the flush's bytes are visible wherever they went before the word moves.
-    const CUresult r = write_word_(st.stream, reinterpret_cast<CUdeviceptr>(st.word_on_device), seq,
-                                   CU_STREAM_WRITE_VALUE_DEFAULT);
-    if (r == CUDA_SUCCESS) {
-      st.issued = seq;
-      f.seq = seq;
-      f.event = nullptr;
-      return cudaSuccess;
+int CudaCopyEngine::Issuer::issue(const StreamOp& op, bool on_launcher) {
+  if (on_launcher && op.device != device) {
+    const cudaError_t e = cudaSetDevice(op.device);
+    if (e != cudaSuccess) return e;
+    device = op.device;
+  }
+  cudaStream_t stream = op.stream->stream;
+  int code = 0;
+  switch (op.kind) {
+    case StreamOp::Kind::kCopy:
+      code = cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, stream);
+      break;
+    case StreamOp::Kind::kLaunch:
+      code = launch_page_copy(op.launch, stream);
+      break;
+    case StreamOp::Kind::kBatch: {  // kBatch mode: never on the launcher (the arrays are the engine's)
+      assert(!on_launcher);
+      cudaMemcpyAttributes attr{};
+      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+      size_t attr_index = 0;
+      code = cudaMemcpyBatchAsync(engine->batch_dsts_.data(), engine->batch_srcs_.data(), engine->batch_sizes_.data(),
+                                  engine->batch_dsts_.size(), &attr, &attr_index, 1, stream);
+      break;
     }
-    // Not supported here (or failing): events from now on; a word already queued still moves.
-    write_word_ = nullptr;
+    case StreamOp::Kind::kWord: {
+      // Default flags: the write waits for the stream's earlier work and follows a system-wide
+      // fence, so the flush's bytes are visible wherever they went before the word moves.
+      const CUresult r = engine->write_word_(stream, reinterpret_cast<CUdeviceptr>(op.stream->word_on_device), op.seq,
+                                             CU_STREAM_WRITE_VALUE_DEFAULT);
+      if (r != CUDA_SUCCESS) {
+        if (engine->word_failures_.fetch_add(1, std::memory_order_relaxed) == 0) {
+          FL_LOG_WARN("GPU copy engine: cuStreamWriteValue32 failed (CUresult {}); the flush ends without its word", static_cast<int>(r));
+        }
+        code = cudaErrorUnknown;
+      }
+      break;
+    }
+    case StreamOp::Kind::kEvent:
+      code = cudaEventRecord(op.event, stream);
+      break;
   }
-  cudaEvent_t ev = take_event();
-  if (!ev) return cudaErrorMemoryAllocation;
-  const cudaError_t e = cudaEventRecord(ev, st.stream);
-  if (e != cudaSuccess) {
-    free_events_.push_back(ev);
-    return e;
-  }
-  f.event = ev;
-  return cudaSuccess;
+  // The flush's end (word or event) is issued: from now on its word or event speaks for it.
+  if (code == 0 && op.last) op.stream->shared->launched.store(op.seq, std::memory_order_release);
+  return code;
 }
 
-cudaError_t CudaCopyEngine::query_oldest(StreamState& st) {
+void CudaCopyEngine::Issuer::failed(const StreamOp& op, int code, bool) {
+  // A failed runtime call leaves this thread's last error set: cleared, or the next kernel
+  // launch here (launch_page_copy reports cudaGetLastError()) would take it for its own.
+  cudaGetLastError();
+  // Nothing of the flush may land after its failure is seen: wait for what the stream runs.
+  const cudaError_t sync = cudaStreamSynchronize(op.stream->stream);
+  cudaGetLastError();
+  StreamShared& shared = *op.stream->shared;
+  // Only the word could not be written: the flush's copies are all done (the stream is idle and sound).
+  const bool copies_landed = sync == cudaSuccess && op.kind == StreamOp::Kind::kWord;
+  if (!copies_landed) shared.failed[op.seq & shared.fail_mask].store(code, std::memory_order_release);
+  // Its end is skipped (op_launcher.h): the word is moved from here instead — only when the
+  // stream is sound. After a fault (sync fails) the word stays where the GPU left it: an earlier
+  // flush whose copy faulted must not read as done; the stream query ends them all.
+  if (sync == cudaSuccess && op.stream->word && op.kind != StreamOp::Kind::kEvent) {
+    std::atomic_ref<uint32_t>(*op.stream->word).store(op.seq, std::memory_order_release);
+  }
+  shared.launched.store(op.seq, std::memory_order_release);
+}
+
+cudaError_t CudaCopyEngine::query_oldest(StreamState& st, bool* whole_stream) {
   const Flushed& f = st.flushed.front();
-  if (f.event) return cudaEventQuery(f.event);
-  // Sequence numbers wrap: the word has reached `seq` when it is not behind it.
-  const uint32_t word = std::atomic_ref<uint32_t>(*st.word).load(std::memory_order_acquire);
-  if (static_cast<int32_t>(word - f.seq) >= 0) return cudaSuccess;
-  if (++st.unmoved_polls < kStreamQueryEvery) return cudaErrorNotReady;
-  // A failed copy never writes its word: ask the stream. Done means every flush on it is (its
-  // words written; the caller retires them one by one), an error is the stream's.
-  st.unmoved_polls = 0;
-  return cudaStreamQuery(st.stream);
+  cudaError_t e = cudaSuccess;
+  if (f.event) {
+    // A never recorded event says done: ask it only once the launcher has issued (or failed)
+    // the flush's ops.
+    const uint32_t launched = st.shared->launched.load(std::memory_order_acquire);
+    if (static_cast<int32_t>(launched - f.seq) < 0) return cudaErrorNotReady;
+    e = cudaEventQuery(f.event);
+    if (e == cudaErrorNotReady) return e;
+    *whole_stream = e != cudaSuccess;
+  } else {
+    // Sequence numbers wrap: the word has reached `seq` when it is not behind it.
+    const uint32_t word = std::atomic_ref<uint32_t>(*st.word).load(std::memory_order_acquire);
+    if (static_cast<int32_t>(word - f.seq) < 0) {
+      // A faulting copy never writes its word: after kStreamQueryAfter without a move, ask the
+      // stream — once its ops were all issued (before that an empty stream says nothing).
+      if (++st.unmoved_polls % kClockEvery != 0) return cudaErrorNotReady;
+      const auto now = std::chrono::steady_clock::now();
+      if (st.unmoved_since == std::chrono::steady_clock::time_point{}) st.unmoved_since = now;
+      if (now - st.unmoved_since < kStreamQueryAfter) return cudaErrorNotReady;
+      const uint32_t launched = st.shared->launched.load(std::memory_order_acquire);
+      if (static_cast<int32_t>(launched - f.seq) < 0) return cudaErrorNotReady;
+      st.unmoved_since = now;
+      e = cudaStreamQuery(st.stream);
+      if (e == cudaErrorNotReady) return e;
+      *whole_stream = e != cudaSuccess;
+    }
+  }
+  // Complete: ended by an error of its own?
+  const int32_t failed = st.shared->failed[f.seq & st.shared->fail_mask].exchange(0, std::memory_order_acquire);
+  if (failed != 0) {
+    *whole_stream = false;
+    return static_cast<cudaError_t>(failed);
+  }
+  return e;
 }
 
 bool CudaCopyEngine::is_small(const CopyRequest& r) const {
@@ -276,14 +389,23 @@ bool CudaCopyEngine::is_small(const CopyRequest& r) const {
          r.length <= options_.small_copy_bytes;
 }
 
-cudaError_t CudaCopyEngine::issue_memcpy(const CopyRequest& r, cudaStream_t stream) {
-  return for_each_segment(r, [&](const uint8_t* src, uint8_t* dst) {
-    return cudaMemcpyAsync(dst, src, r.length, cudaMemcpyDefault, stream);
+void CudaCopyEngine::add_copy(int device, StreamState& st, void* dst, const void* src, size_t bytes) {
+  StreamOp& op = st.ops.emplace_back();
+  op.kind = StreamOp::Kind::kCopy;
+  op.device = device;
+  op.dst = dst;
+  op.src = src;
+  op.bytes = bytes;
+}
+
+void CudaCopyEngine::add_memcpy(int device, const CopyRequest& r, StreamState& st) {
+  for_each_segment(r, [&](const uint8_t* src, uint8_t* dst) {
+    add_copy(device, st, dst, src, r.length);
+    return cudaSuccess;
   });
 }
 
-cudaError_t CudaCopyEngine::issue_small(std::span<const Queued* const> small, cudaStream_t stream,
-                                        std::vector<SegmentBuffer>& buffers) {
+cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const> small, StreamState& st) {
   if (options_.mode == GpuCopyMode::kBatch) {
     batch_dsts_.clear();
     batch_srcs_.clear();
@@ -297,11 +419,10 @@ cudaError_t CudaCopyEngine::issue_small(std::span<const Queued* const> small, cu
         return cudaSuccess;
       });
     }
-    cudaMemcpyAttributes attr{};
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    size_t attr_index = 0;
-    return cudaMemcpyBatchAsync(batch_dsts_.data(), batch_srcs_.data(), batch_sizes_.data(), batch_dsts_.size(), &attr,
-                                &attr_index, 1, stream);
+    StreamOp& op = st.ops.emplace_back();
+    op.kind = StreamOp::Kind::kBatch;
+    op.device = device;
+    return cudaSuccess;
   }
   // Pairs the launch needs a buffer for: plain copies' and gathers' not in pinned room.
   size_t copies = 0, pieces = 0;
@@ -314,19 +435,19 @@ cudaError_t CudaCopyEngine::issue_small(std::span<const Queued* const> small, cu
   if (copies > 0) {
     b = take_segments(copies);
     if (!b.segments) {  // no pinned memory: one cudaMemcpyAsync each (slow, but the copies go)
-      for (const Queued* q : small) {
-        const cudaError_t e = issue_memcpy(q->request, stream);
-        if (e != cudaSuccess) return e;
-      }
+      for (const Queued* q : small) add_memcpy(device, q->request, st);
       return cudaSuccess;
     }
     hold(b);
-    buffers.push_back(b);
+    st.issuing_buffers.push_back(b);
   }
   // The runs into the launch's parameters: a gather in pinned room is read where it is; other
   // offset pairs go into the launch's buffer (a gather's with one memcpy). flush() cut `small`
   // to at most kMaxPageCopyRuns runs.
-  PageCopyLaunch& launch = launch_;
+  StreamOp& op = st.ops.emplace_back();
+  op.kind = StreamOp::Kind::kLaunch;
+  op.device = device;
+  PageCopyLaunch& launch = op.launch;
   launch.run_count = 0;
   launch.warps = 0;
   size_t k = 0;
@@ -334,7 +455,10 @@ cudaError_t CudaCopyEngine::issue_small(std::span<const Queued* const> small, cu
   for (const Queued* q : small) {
     const CopyRequest& r = q->request;
     if (opens_run(prev, r)) {
-      if (launch.run_count == kMaxPageCopyRuns) return cudaErrorInvalidValue;  // flush() prevents it
+      if (launch.run_count == kMaxPageCopyRuns) {  // flush() prevents it
+        st.ops.pop_back();
+        return cudaErrorInvalidValue;
+      }
       const bool gather = !r.segments.empty();
       const PageCopySegment* pairs = q->pinned ? reinterpret_cast<const PageCopySegment*>(r.segments.data()) : b.segments + k;
       launch.runs[launch.run_count++] = {gather ? static_cast<const uint8_t*>(r.src) : nullptr,
@@ -354,7 +478,47 @@ cudaError_t CudaCopyEngine::issue_small(std::span<const Queued* const> small, cu
     launch.warps += static_cast<uint32_t>(pieces_of(r));
     prev = &r;
   }
-  return launch_page_copy(launch, stream);
+  return cudaSuccess;
+}
+
+bool CudaCopyEngine::end_flush(int device, StreamState& st, bool hand_over) {
+  const uint32_t seq = ++st.issued;
+  Flushed f;
+  if (!spare_.empty()) {
+    f = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  StreamOp& end = st.ops.emplace_back();
+  end.device = device;
+  if (write_word_ && st.word) {
+    end.kind = StreamOp::Kind::kWord;
+    f.event = nullptr;
+  } else {
+    end.kind = StreamOp::Kind::kEvent;
+    end.event = take_event();
+    if (!end.event) {
+      st.ops.pop_back();
+      --st.issued;
+      spare_.push_back(std::move(f));
+      return false;
+    }
+    f.event = end.event;
+  }
+  end.last = true;
+  f.seq = seq;
+  f.ops.swap(st.issuing);
+  f.buffers.swap(st.issuing_buffers);
+  st.flushed.push_back(std::move(f));
+  const uint64_t group = (reinterpret_cast<uintptr_t>(&st) << 16) ^ seq;
+  for (StreamOp& op : st.ops) {
+    op.stream = &st;
+    op.seq = seq;
+    op.group = group;
+    if (hand_over) launcher_->push(op);
+    else launcher_->run_inline(op);
+  }
+  st.ops.clear();
+  return true;
 }
 
 void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& done) {
@@ -392,14 +556,8 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
       continue;
     }
     const size_t s = d.next++ % n;
-    const cudaError_t e = issue_memcpy(r, d.streams[s].stream);
-    if (e != cudaSuccess) {
-      // A gather's earlier segments may be running: none of its bytes may land after its failure.
-      cudaStreamSynchronize(d.streams[s].stream);
-      fail(r.op, cuda_status("cudaMemcpyAsync", e));
-    } else {
-      issued(s).push_back(r.op);
-    }
+    add_memcpy(device, r, d.streams[s]);
+    issued(s).push_back(r.op);
   }
   // Plain copies of one merge group that continue each other at both ends (the shards of one
   // write, posted on a group's several domains, which share this engine) go as one
@@ -417,20 +575,16 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
       ++j;
     }
     const size_t s = d.next++ % n;
-    const cudaError_t e = cudaMemcpyAsync(dst, src, length, cudaMemcpyDefault, d.streams[s].stream);
-    for (size_t k = i; k < j; ++k) {
-      if (e != cudaSuccess) fail(plain[k]->op, cuda_status("cudaMemcpyAsync", e));
-      else issued(s).push_back(plain[k]->op);
-    }
+    add_copy(device, d.streams[s], dst, src, length);
+    for (size_t k = i; k < j; ++k) issued(s).push_back(plain[k]->op);
     i = j;
   }
   if (small.size() == 1 && small[0]->request.segments.empty() && options_.mode == GpuCopyMode::kAuto) {
     // One plain copy: no batch to win.
     const CopyRequest& r = small[0]->request;
     const size_t s = d.next++ % n;
-    const cudaError_t e = cudaMemcpyAsync(r.dst_ptr, r.src, r.length, cudaMemcpyDefault, d.streams[s].stream);
-    if (e != cudaSuccess) fail(r.op, cuda_status("cudaMemcpyAsync", e));
-    else issued(s).push_back(r.op);
+    add_copy(device, d.streams[s], r.dst_ptr, r.src, r.length);
+    issued(s).push_back(r.op);
     small.clear();
   }
   // Kernel mode: one launch for the whole flush, or, past kPiecesPerLaunch pieces, launches of
@@ -453,22 +607,27 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     const std::span<const Queued* const> part(small.data() + i, j - i);
     i = j;
     const size_t s = d.next++ % n;
-    const cudaError_t e = issue_small(part, d.streams[s].stream, d.streams[s].issuing_buffers);
+    const cudaError_t e = add_small(device, part, d.streams[s]);
     if (e != cudaSuccess) {
-      // The launch failed: wait for the stream, so no failed op's copy can still land later.
-      cudaStreamSynchronize(d.streams[s].stream);
       const char* what = options_.mode == GpuCopyMode::kBatch ? "cudaMemcpyBatchAsync" : "page-copy kernel launch";
       for (const Queued* q : part) fail(q->request.op, cuda_status(what, e));
     } else {
       for (const Queued* q : part) issued(s).push_back(q->request.op);
     }
   }
+  // Large flushes (or any while the launcher is busy, to keep each stream's order) go to the
+  // launcher; small ones are issued here, without a thread hop.
+  // Streams without a completion word (events) are never handed over: their flushes are
+  // queried with cudaEventQuery, which must not run beside the launcher's launches (gpu.md), and
+  // having never been handed over, they have no ops queued there to overtake.
+  const bool hand_over = launcher_->threaded() && (total >= options_.launcher_pieces || !launcher_->idle());
   for (size_t s = 0; s < n; ++s) {
     StreamState& st = d.streams[s];
     if (st.issuing.empty()) {
-      // Only failed launches used these buffers.
+      // Only failed launches used these buffers (and queued no ops).
       for (const SegmentBuffer& b : st.issuing_buffers) release(b);
       st.issuing_buffers.clear();
+      st.ops.clear();
       continue;
     }
     // Its launches may read gathers' segments in any of the flush's room buffers.
@@ -476,21 +635,26 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
       hold(b);
       st.issuing_buffers.push_back(b);
     }
-    Flushed f;
-    if (!spare_.empty()) {
-      f = std::move(spare_.back());
-      spare_.pop_back();
-    }
-    f.ops.swap(st.issuing);
-    f.buffers.swap(st.issuing_buffers);
-    if (mark_end(st, f) != cudaSuccess) {
-      // Nothing to watch: wait here instead (rare), and report what the stream says.
+    if (!end_flush(device, st, hand_over && st.word != nullptr)) {
+      // No event to mark its end (rare): issue here (after the launcher's ops, which may be on
+      // this stream), wait, and report what the stream says.
+      // The first op that cannot be issued ends it (the rest are not issued).
+      while (!launcher_->idle()) cpu_relax();
+      int code = 0;
+      for (StreamOp& op : st.ops) {
+        op.stream = &st;
+        if ((code = issuer_.issue(op, false)) != 0) break;
+      }
+      st.ops.clear();
+      cudaGetLastError();
       const cudaError_t sync = cudaStreamSynchronize(st.stream);
-      retire(f, sync == cudaSuccess ? ok_status() : cuda_status("GPU copy", sync), &done);
-      spare_.push_back(std::move(f));
-      continue;
+      cudaGetLastError();
+      const int error = sync != cudaSuccess ? sync : code;
+      Flushed f;
+      f.ops.swap(st.issuing);
+      f.buffers.swap(st.issuing_buffers);
+      retire(f, error == 0 ? ok_status() : cuda_status("GPU copy", static_cast<cudaError_t>(error)), &done);
     }
-    st.flushed.push_back(std::move(f));
   }
 }
 
@@ -527,13 +691,21 @@ void CudaCopyEngine::progress(std::vector<CopyDone>& done) {
   for (auto& [device, d] : devices_) {
     for (StreamState& s : d.streams) {
       while (!s.flushed.empty()) {
-        const cudaError_t e = query_oldest(s);
+        bool whole_stream = false;
+        const cudaError_t e = query_oldest(s, &whole_stream);
         if (e == cudaErrorNotReady) break;
         s.unmoved_polls = 0;
-        // A stream's error ends every flush on it: its later words will not move either.
-        const size_t ended = e == cudaSuccess ? 1 : s.flushed.size();
+        s.unmoved_since = {};
+        // The stream's own error ends every flush issued on it: their words will not move
+        // either. (Flushes the launcher has not issued yet end by themselves: their ops fail.)
+        size_t ended = 1;
+        if (whole_stream) {
+          const uint32_t launched = s.shared->launched.load(std::memory_order_acquire);
+          while (ended < s.flushed.size() && static_cast<int32_t>(launched - s.flushed[ended].seq) >= 0) ++ended;
+        }
         for (size_t i = 0; i < ended; ++i) {
           Flushed& f = s.flushed.front();
+          s.shared->failed[f.seq & s.shared->fail_mask].store(0, std::memory_order_relaxed);
           retire(f, e == cudaSuccess ? ok_status() : cuda_status("GPU copy", e), &done);
           spare_.push_back(std::move(f));
           s.flushed.pop_front();
@@ -544,6 +716,7 @@ void CudaCopyEngine::progress(std::vector<CopyDone>& done) {
 }
 
 void CudaCopyEngine::drain() {
+  while (!launcher_->idle()) cpu_relax();  // every flush's ops issued before the streams are waited for
   for (auto& [device, d] : devices_) {
     DeviceGuard guard(device);
     inflight_ -= std::min(inflight_, d.pending.size());
@@ -551,7 +724,10 @@ void CudaCopyEngine::drain() {
     d.pending_segments.clear();
     for (StreamState& s : d.streams) {
       if (!s.flushed.empty()) cudaStreamSynchronize(s.stream);
-      for (Flushed& f : s.flushed) retire(f, ok_status(), nullptr);
+      for (Flushed& f : s.flushed) {
+        s.shared->failed[f.seq & s.shared->fail_mask].store(0, std::memory_order_relaxed);
+        retire(f, ok_status(), nullptr);
+      }
       s.flushed.clear();
     }
   }

@@ -22,18 +22,25 @@
 // every call, so a worker spinning on events while copies run slows every other thread's CUDA
 // calls — the application's launches among them (measured on one H200: a thread launching the
 // page-copy kernel over 4096 pages went from 9.4 to 29.7 µs per launch while another thread
-// queried events). Polling words, the worker calls CUDA only to issue. A word that does not move for
-// kStreamQueryEvery polls is checked with cudaStreamQuery (a copy that failed never writes it:
+// queried events). Polling words, the worker calls CUDA only to issue. A word that has not moved
+// for kStreamQueryAfter is checked with cudaStreamQuery (a copy that failed never writes it:
 // the stream's error is reported). Without the driver call (or with Options::completion_words
 // off) each flush records an event instead. A gather request completes as one copy, with the
 // flush of the one stream that all its segments went on.
+// An operation that cannot be issued (a launch or cudaMemcpyAsync returning an error) ends its
+// stream's whole flush with that error, the copies issued before it included (they landed; the
+// stream is waited for before the failure is reported), and the rest of that flush is not issued.
 #pragma once
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <memory_resource>
 #include <span>
 #include <vector>
@@ -41,6 +48,7 @@
 #include "gpu/copy_engine.h"
 #include "gpu/copy_mode.h"
 #include "gpu/device_guard.h"
+#include "gpu/op_launcher.h"
 #include "gpu/page_copy_kernel.h"
 
 namespace fabric_lib::gpu {
@@ -54,6 +62,14 @@ class CudaCopyEngine final : public CopyEngine {
     size_t max_inflight = 16384;
     // Flushes end with a completion word the stream writes (above); false: with an event.
     bool completion_words = true;
+    // With completion words, in kKernel and kAuto modes (not kMemcpy: an op per page; not
+    // kBatch), a launcher thread issues large flushes' stream operations: flushes of at least
+    // `launcher_pieces` kernel pieces, and any flush while it has ops queued; smaller ones are
+    // issued on the calling thread (no thread hop). 0: every flush goes to it. The thread runs on
+    // the process's CPUs less the creating thread's, when that thread is pinned to one (a group
+    // worker): sharing the worker's core would undo the point of it.
+    bool launcher_thread = true;
+    size_t launcher_pieces = 1024;
   };
   explicit CudaCopyEngine(Options options);
   ~CudaCopyEngine() override;
@@ -69,8 +85,10 @@ class CudaCopyEngine final : public CopyEngine {
 
   // Pieces one kernel launch takes before a flush spreads over another stream.
   static constexpr size_t kPiecesPerLaunch = 4096;
-  // Polls of a stream whose oldest flush's word has not moved, between two cudaStreamQuery calls.
-  static constexpr uint32_t kStreamQueryEvery = 256;
+  // A stream whose oldest flush's word has not moved for this long is asked (cudaStreamQuery);
+  // the clock is read every kClockEvery polls of it.
+  static constexpr std::chrono::microseconds kStreamQueryAfter{1000};
+  static constexpr uint32_t kClockEvery = 256;
   // Creates `device`'s streams and a few pinned segment buffers now, at set-up (registration),
   // rather than at the first copy, which may come while an application kernel spins. A flush
   // that needs more buffers (more launches in flight, or one of more than kPiecesPerLaunch
@@ -85,6 +103,41 @@ class CudaCopyEngine final : public CopyEngine {
     PageCopySegment* segments = nullptr;
     size_t capacity = 0;
     uint32_t id = 0;  // index into all_segments_ and holds_
+  };
+  // What the launcher publishes about a stream, read by the engine's thread.
+  struct StreamShared {
+    explicit StreamShared(size_t slots)  // a power of two
+        : failed(std::make_unique<std::atomic<int32_t>[]>(slots)), fail_mask(static_cast<uint32_t>(slots - 1)) {}
+    // The last flush whose operations were all issued (or failed and were ended).
+    std::atomic<uint32_t> launched{0};
+    // Per flush (by sequence number & fail_mask): the CUDA error that ended it, 0 if none. More
+    // slots than flushes in flight (Options::max_inflight + 1, rounded up), so none is shared.
+    std::unique_ptr<std::atomic<int32_t>[]> failed;
+    uint32_t fail_mask;
+  };
+  struct StreamState;
+  // One operation of a flush on one stream, issued in order by the launcher (op_launcher.h):
+  // its ops form a group ended by the kWord or kEvent op.
+  struct StreamOp {
+    enum class Kind : uint8_t { kCopy, kLaunch, kBatch, kWord, kEvent };
+    Kind kind = Kind::kCopy;
+    bool last = false;
+    int device = 0;
+    uint32_t seq = 0;    // the flush's sequence number on its stream
+    uint64_t group = 0;  // the stream's address and seq: one flush on one stream
+    StreamState* stream = nullptr;
+    cudaEvent_t event = nullptr;                                        // kEvent
+    void* dst = nullptr;                                                // kCopy
+    const void* src = nullptr;
+    size_t bytes = 0;
+    PageCopyLaunch launch;  // kLaunch
+  };
+  // Runs StreamOps (the launcher's Issuer).
+  struct Issuer {
+    CudaCopyEngine* engine = nullptr;
+    int device = -1;  // the launcher thread's current device
+    int issue(const StreamOp& op, bool on_launcher);
+    void failed(const StreamOp& op, int code, bool on_launcher);
   };
   // One flush's copies on one stream, complete when the stream's completion word reaches `seq`
   // (or, with `event` set, when it fires).
@@ -107,6 +160,10 @@ class CudaCopyEngine final : public CopyEngine {
     void* word_on_device = nullptr;
     uint32_t issued = 0;
     uint32_t unmoved_polls = 0;  // polls since the oldest flush's word was last seen moving
+    std::chrono::steady_clock::time_point unmoved_since{};  // set once kClockEvery polls passed
+    // The flush being issued, as stream operations (emitted together at the end of the flush).
+    std::vector<StreamOp> ops;
+    std::unique_ptr<StreamShared> shared;  // made with the stream (device_state)
   };
   // A request until its flush: a gather's segments wait in the device's segment store (the
   // caller's span ends with submit()); `request.segments` points at them during the flush.
@@ -129,23 +186,26 @@ class CudaCopyEngine final : public CopyEngine {
   };
 
   Result<DeviceState*> device_state(int device);
+  // What the launcher thread does first: names itself and leaves a pinned creator's CPU.
+  static std::function<void()> launcher_start();
+  // Appends a copy / the built launch to `st`'s ops of the flush being issued.
+  void add_copy(int device, StreamState& st, void* dst, const void* src, size_t bytes);
+  // Ends `st`'s ops of this flush with its word (or event) and hands them over (or runs them
+  // here); the flush's ops go to st.flushed. False: nothing could be queued to mark its end.
+  bool end_flush(int device, StreamState& st, bool hand_over);
   void flush(int device, DeviceState& d, std::vector<CopyDone>& done);
-  // Whether a request goes through issue_small (the kernel or the batched call).
+  // Whether a request goes through add_small (the kernel or the batched call).
   bool is_small(const CopyRequest& r) const;
-  // Issues small GPU-to-GPU copies as one kernel launch / one batched call on `stream`; a
+  // Adds small GPU-to-GPU copies to `st`'s ops as one kernel launch / one batched call; a
   // kernel launch's segment buffer (for plain copies and gathers not in pinned room) goes into
-  // `buffers`, held.
-  cudaError_t issue_small(std::span<const Queued* const> small, cudaStream_t stream,
-                          std::vector<SegmentBuffer>& buffers);
-  // One cudaMemcpyAsync per segment (or for the plain copy) on `stream`.
-  static cudaError_t issue_memcpy(const CopyRequest& r, cudaStream_t stream);
+  // st.issuing_buffers, held. Not cudaSuccess: nothing was added (the copies fail).
+  cudaError_t add_small(int device, std::span<const Queued* const> small, StreamState& st);
+  // One copy op per segment (or for the plain copy).
+  void add_memcpy(int device, const CopyRequest& r, StreamState& st);
   cudaEvent_t take_event();
-  // Ends the flush `f` issued on `st`: its completion word's write (or an event) queued on the
-  // stream. Not cudaSuccess: neither could be queued.
-  cudaError_t mark_end(StreamState& st, Flushed& f);
-  // Whether the oldest flush on `st` is complete: cudaSuccess, cudaErrorNotReady, or the
-  // stream's error.
-  cudaError_t query_oldest(StreamState& st);
+  // Whether the oldest flush on `st` is complete: cudaSuccess, cudaErrorNotReady, or the error
+  // that ended it — its own (a failed op), or the stream's (`whole_stream` then set).
+  cudaError_t query_oldest(StreamState& st, bool* whole_stream);
   // A pinned buffer for at least `segments` segments (a free one, else a new one); null
   // segments when pinned memory cannot be had.
   SegmentBuffer take_segments(size_t segments);
@@ -161,9 +221,14 @@ class CudaCopyEngine final : public CopyEngine {
   void retire(Flushed& f, const Status& status, std::vector<CopyDone>* done);
 
   Options options_;
+  Issuer issuer_;
+  // Issues the flushes' stream operations: on its own thread when completion words are had
+  // (kernel and auto modes), else on the calling thread.
+  std::unique_ptr<OpLauncher<StreamOp, Issuer>> launcher_;
   // cuStreamWriteValue32 through the runtime (the library does not link libcuda); null: events.
   using WriteWord = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
   WriteWord write_word_ = nullptr;
+  std::atomic<uint32_t> word_failures_{0};  // failed word writes (the first is logged)
   // A flush allocates nothing in steady state: the deques' blocks come back to this pool, the
   // per-stream lists and a retired flush's vectors are reused.
   std::pmr::unsynchronized_pool_resource pool_;
@@ -182,7 +247,6 @@ class CudaCopyEngine final : public CopyEngine {
   size_t room_used_ = 0;
   std::span<CopySegment> room_;
   std::vector<SegmentBuffer> flushing_room_;
-  PageCopyLaunch launch_;                    // issue_small()'s kernel parameters, reused
   size_t inflight_ = 0;  // requests (a gather counts once)
   // kBatch mode's argument arrays, reused.
   std::vector<void*> batch_dsts_;

@@ -5,7 +5,11 @@
 // pinned room (segment_room), over many flushes in flight, keep their segments until their
 // kernels ran. The byte check is against the same copies done on the host. A copy that faults
 // on the GPU is reported with the stream's error — not waited for forever — whether flushes end
-// with completion words or with events (in a child process: the fault ends its CUDA context).
+// with completion words (issued on the calling thread or by the launcher thread) or with events (in
+// a child process: the fault ends its CUDA context), and a flush whose launch fails after a fault
+// does not make the faulted flush before it read as done. The pinned-room rounds run all three
+// ways. Under the default options, small flushes behind a large one on the launcher thread do not
+// overtake it on their stream.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +27,15 @@ namespace fabric_lib::device_tests {
 namespace {
 
 constexpr size_t kBytes = 8 << 20;
+
+// How flushes are issued and end: completion words issued on the calling thread, completion
+// words with every flush handed to the launcher thread, events (issued on the calling thread).
+enum class Issue { kWordsInline, kWordsLauncher, kEvents };
+constexpr Issue kIssueWays[] = {Issue::kWordsInline, Issue::kWordsLauncher, Issue::kEvents};
+const char* name_of(Issue i) {
+  return i == Issue::kWordsInline ? "words, inline" : i == Issue::kWordsLauncher ? "words, launcher thread" : "events";
+}
+
 
 class CopyEngineKernel : public ::testing::Test {
  protected:
@@ -94,25 +107,27 @@ class CopyEngineKernel : public ::testing::Test {
 
   // 12 rounds of gathers in pinned room (and from the caller's memory, and plain copies), many
   // flushes in flight; every byte of a 256 MiB target checked.
-  void pinned_room_rounds(bool completion_words);
+  void pinned_room_rounds(Issue issue);
 
   DeviceBuffer src_{kBytes}, dst_{kBytes};
   std::vector<uint8_t> host_src_, host_dst_;
 };
 
-gpu::CudaCopyEngine::Options kernel_mode(bool completion_words = true) {
+gpu::CudaCopyEngine::Options kernel_mode(Issue issue = Issue::kWordsLauncher) {
   gpu::CudaCopyEngine::Options o;
   o.mode = gpu::GpuCopyMode::kKernel;
-  o.completion_words = completion_words;
+  o.completion_words = issue != Issue::kEvents;
+  o.launcher_thread = issue == Issue::kWordsLauncher;
+  o.launcher_pieces = 0;
   return o;
 }
 
 // In the child: a gather whose one page lands far outside any allocation, behind a good one in
 // the same flush. Exits 0 when both are reported with an error within 20 s, 3 when one is
 // reported ok, 4 when they are not reported in time, 5 when the set-up fails.
-[[noreturn]] void fault_one_copy(bool completion_words) {
+[[noreturn]] void fault_one_copy(Issue issue) {
   DeviceBuffer src(1 << 20), dst(1 << 20);
-  gpu::CudaCopyEngine engine(kernel_mode(completion_words));
+  gpu::CudaCopyEngine engine(kernel_mode(issue));
   if (!src.ptr || !dst.ptr || !engine.prepare(0).ok()) std::exit(5);
   auto gather = [&](uint64_t op, uint64_t dst_offset) {
     static gpu::CopySegment segments[2][1];
@@ -146,10 +161,138 @@ gpu::CudaCopyEngine::Options kernel_mode(bool completion_words = true) {
   std::exit(failed == 2 ? 0 : 4);
 }
 
+// In the child, on one stream: a faulting gather in one flush, then — once the fault has
+// happened (the device synchronized), before the engine asked the stream — a good gather in the
+// next flush, whose launch now fails at once. Neither may be reported ok: the failed launch must
+// not make the faulted flush before it look complete. Exit codes as above.
+[[noreturn]] void fault_then_a_good_flush(Issue issue) {
+  DeviceBuffer src(1 << 20), dst(1 << 20);
+  gpu::CudaCopyEngine::Options o = kernel_mode(issue);
+  o.streams_per_device = 1;
+  gpu::CudaCopyEngine engine(o);
+  if (!src.ptr || !dst.ptr || !engine.prepare(0).ok()) std::exit(5);
+  static gpu::CopySegment segments[2][1] = {{{0, uint64_t{1} << 46}}, {{0, 0}}};
+  auto gather = [&](uint64_t op) {
+    gpu::CopyRequest r;
+    r.op = op;
+    r.src = src.ptr;
+    r.src_kind = MemoryKind::kCuda;
+    r.src_device = 0;
+    r.length = 4096;
+    r.dst_ptr = dst.ptr;
+    r.dst_kind = MemoryKind::kCuda;
+    r.dst_device = 0;
+    r.segments = segments[op - 1];
+    return r;
+  };
+  Status error;
+  std::vector<gpu::CopyDone> done;
+  size_t failed = 0;
+  auto count = [&] {
+    for (const gpu::CopyDone& d : done) {
+      if (d.status.ok()) std::exit(3);
+      ++failed;
+    }
+    done.clear();
+  };
+  if (engine.submit(gather(1), &error) != gpu::CopySubmit::kAccepted) std::exit(5);
+  engine.progress(done);  // flush 1: the faulting kernel
+  count();
+  // The fault happened (asked until it shows: the launcher thread may still be launching it).
+  const auto fault_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (cudaDeviceSynchronize() == cudaSuccess) {
+    if (std::chrono::steady_clock::now() > fault_by) std::exit(5);
+  }
+  if (engine.submit(gather(2), &error) != gpu::CopySubmit::kAccepted) std::exit(5);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (failed < 2 && std::chrono::steady_clock::now() < deadline) {
+    engine.progress(done);  // the first call flushes 2
+    count();
+  }
+  std::exit(failed == 2 ? 0 : 4);
+}
+
 TEST(CopyEngineFault, AFaultingCopyIsReportedWithTheStreamsErrorWithCompletionWordsAndWithEvents) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child starts its own CUDA context
-  EXPECT_EXIT(fault_one_copy(true), ::testing::ExitedWithCode(0), "") << "completion words";
-  EXPECT_EXIT(fault_one_copy(false), ::testing::ExitedWithCode(0), "") << "events";
+  for (const Issue issue : kIssueWays) {
+    EXPECT_EXIT(fault_one_copy(issue), ::testing::ExitedWithCode(0), "") << name_of(issue);
+    EXPECT_EXIT(fault_then_a_good_flush(issue), ::testing::ExitedWithCode(0), "") << name_of(issue) << ", then a good flush";
+  }
+}
+
+// The default split, on one stream: a large flush goes to the launcher thread, and the small
+// flushes right behind it must not overtake it (while the launcher is busy they are handed over
+// too; issued here, their completion word could be written before the large kernel ran, and the
+// large flush would read as done). Every request's bytes are checked the moment it is reported.
+TEST(CopyEngineLauncher, SmallFlushesBehindALargeOneDoNotOvertakeIt) {
+  constexpr size_t kPage = 16384, kPages = 4096, kBuf = kPage * kPages;  // 64 MiB each side
+  constexpr size_t kSmall = 8, kSmallBytes = 4096;  // small ops 1..kSmall
+  constexpr uint64_t kLargeOp = 100;
+  DeviceBuffer src(kBuf), dst(kBuf), small_dst(kSmall * kSmallBytes);
+  ASSERT_NE(src.ptr, nullptr);
+  ASSERT_NE(dst.ptr, nullptr);
+  ASSERT_NE(small_dst.ptr, nullptr);
+  gpu::CudaCopyEngine::Options o;  // the defaults: kAuto, completion words, launcher from 1024 pieces
+  o.streams_per_device = 1;
+  gpu::CudaCopyEngine engine(o);
+  ASSERT_TRUE(engine.prepare(0).ok());
+  std::vector<gpu::CopySegment> pages(kPages);
+  for (size_t i = 0; i < kPages; ++i) pages[i] = {i * kPage, (kPages - 1 - i) * kPage};
+  std::vector<uint8_t> got(kBuf);
+  for (int round = 0; round < 20; ++round) {
+    const auto value = static_cast<uint8_t>(round + 1);
+    ASSERT_EQ(cudaMemset(src.ptr, value, kBuf), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dst.ptr, 0, kBuf), cudaSuccess);
+    ASSERT_EQ(cudaMemset(small_dst.ptr, 0, kSmall * kSmallBytes), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto copy = [&](uint64_t op, void* to, uint64_t length) {
+      gpu::CopyRequest r;
+      r.op = op;
+      r.src = src.ptr;
+      r.src_kind = MemoryKind::kCuda;
+      r.src_device = 0;
+      r.length = length;
+      r.dst_ptr = to;
+      r.dst_kind = MemoryKind::kCuda;
+      r.dst_device = 0;
+      return r;
+    };
+    // Whether a reported request's bytes are in place now.
+    auto landed = [&](uint64_t op) {
+      const size_t n = op == kLargeOp ? kBuf : kSmallBytes;
+      void* from = op == kLargeOp ? dst.ptr : small_dst.bytes() + (op - 1) * kSmallBytes;
+      if (cudaMemcpy(got.data(), from, n, cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+      return std::all_of(got.begin(), got.begin() + n, [&](uint8_t b) { return b == value; });
+    };
+    std::vector<gpu::CopyDone> done;
+    std::set<uint64_t> seen;
+    auto check = [&] {
+      for (const gpu::CopyDone& d : done) {
+        ASSERT_TRUE(d.status.ok()) << "op " << d.op << ": " << d.status.to_string();
+        ASSERT_TRUE(seen.insert(d.op).second) << "op " << d.op << " reported twice";
+        ASSERT_TRUE(landed(d.op)) << "round " << round << ": op " << d.op << " reported before its bytes landed";
+      }
+      done.clear();
+    };
+    gpu::CopyRequest large = copy(kLargeOp, dst.ptr, kPage);
+    large.segments = pages;
+    Status error;
+    ASSERT_EQ(engine.submit(large, &error), gpu::CopySubmit::kAccepted) << error.to_string();
+    engine.progress(done);  // the large flush: to the launcher
+    check();
+    for (uint64_t k = 1; k <= kSmall; ++k) {
+      ASSERT_EQ(engine.submit(copy(k, small_dst.bytes() + (k - 1) * kSmallBytes, kSmallBytes), &error),
+                gpu::CopySubmit::kAccepted);
+      engine.progress(done);  // a small flush of its own
+      check();
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (seen.size() < kSmall + 1 && std::chrono::steady_clock::now() < deadline) {
+      engine.progress(done);
+      check();
+    }
+    ASSERT_EQ(seen.size(), kSmall + 1) << "round " << round << ": copies not reported within 20 s";
+  }
 }
 
 // Gathers of 4 KiB pages, of 40 KiB (three pieces, the last partial) and of 4097 bytes at odd
@@ -198,20 +341,20 @@ TEST_F(CopyEngineKernel, PlainCopiesOfManyLengthsAndOneLengthMoveTheirBytes) {
 // depend on the order in which the flushes run. A room handed out and not submitted is handed
 // out again.
 TEST_F(CopyEngineKernel, GathersWrittenIntoThePinnedRoomKeepItUntilTheirKernelsRan) {
-  for (const bool words : {true, false}) {
-    SCOPED_TRACE(words ? "completion words" : "events");
-    pinned_room_rounds(words);
+  for (const Issue issue : kIssueWays) {
+    SCOPED_TRACE(name_of(issue));
+    pinned_room_rounds(issue);
     if (HasFatalFailure()) return;
   }
 }
 
-void CopyEngineKernel::pinned_room_rounds(bool completion_words) {
+void CopyEngineKernel::pinned_room_rounds(Issue issue) {
   constexpr uint64_t kPage = 4096, kTargetBytes = 256 << 20, kSlots = kTargetBytes / kPage;
   DeviceBuffer target(kTargetBytes);
   ASSERT_NE(target.ptr, nullptr);
   ASSERT_EQ(cudaMemset(target.ptr, 0, kTargetBytes), cudaSuccess);
   std::vector<uint8_t> model(kTargetBytes, 0);
-  gpu::CudaCopyEngine engine(kernel_mode(completion_words));
+  gpu::CudaCopyEngine engine(kernel_mode(issue));
   ASSERT_TRUE(engine.prepare(0).ok());
   std::mt19937_64 rng(23);
   std::vector<uint64_t> slots(kSlots);  // target slots in a random order, each used once

@@ -25,6 +25,7 @@
 #include "engine/builder_testing.h"
 #include "fabric_lib/fabric_lib.h"
 #include "support/eventually.h"
+#include "support/bounds.h"
 #include "support/forwarding_domain.h"
 
 namespace fabric_lib::testing {
@@ -191,7 +192,7 @@ std::pair<Status, int> run(Engines& s, ScatterRequest request) {
   }));
   if (!id.ok()) return {id.status(), 0};
   eventually([&] { return completions.load() > 0; });
-  std::this_thread::sleep_for(50ms);  // a second completion would show by now
+  std::this_thread::sleep_for(bounds::kQuiet);  // a second completion would show by now
   std::lock_guard lock(mu);
   return {outcome, completions.load()};
 }
@@ -261,7 +262,7 @@ TEST(PostingForms, APartlyTakenBatchPostsTheRestLaterExactlyOnce) {
     for (uint64_t addr : s.script->posted) EXPECT_EQ(s.script->posted.count(addr), 1u) << "a WR was posted twice";
   }
   ASSERT_TRUE(eventually([&] { return s.target->imms().count(502) == kTargets; }));
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(bounds::kQuiet);
   EXPECT_EQ(s.target->imms().count(502), kTargets);
   for (uint32_t i = 0; i < kTargets; ++i) EXPECT_TRUE(s.landed(i, in_turn(i))) << "page " << i;
 }
@@ -279,7 +280,7 @@ TEST(PostingForms, ARefusedWrInABatchFailsTheRequestOnceAndNothingAfterItIsPoste
   EXPECT_EQ(s.script->posted_count(), kRefused);
   // The WRs before the refused one land (the request ends only after they did); none after.
   ASSERT_TRUE(eventually([&] { return s.target->imms().count(503) == kRefused; }));
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(bounds::kQuiet);
   EXPECT_EQ(s.target->imms().count(503), kRefused);
   for (uint32_t i = 0; i < kTargets; ++i) {
     if (i < kRefused) {
@@ -306,11 +307,11 @@ TEST(PostingForms, APathsInFlightLimitHoldsInsideABatch) {
       }));
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   ASSERT_TRUE(eventually([&] { return s.script->posted_count() >= 7; }));
-  std::this_thread::sleep_for(50ms);  // the worker keeps trying while nothing completes
+  std::this_thread::sleep_for(bounds::kQuiet);  // the worker keeps trying while nothing completes
   EXPECT_EQ(s.script->posted_count(), 7u) << "a batch took the path past its limit";
   s.script->hold = false;
   ASSERT_TRUE(eventually([&] { return completions.load() == 1; }));
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(bounds::kQuiet);
   EXPECT_EQ(completions.load(), 1);
   {
     std::lock_guard lock(mu);
