@@ -34,7 +34,7 @@ class GroupCopies {
 
 Result<std::unique_ptr<transport::Domain>> open_backend(const BackendOptions& o, GroupCopies& copies,
                                                         const transport::DomainSpec& spec) {
-  if (is_ipc_provider(spec.provider)) return transport::ipc::open_ipc_domain(o.ipc_copy_mode, copies.of(spec.group));
+  if (is_ipc_provider(spec.provider)) return transport::ipc::open_ipc_domain(o.ipc_copies, copies.of(spec.group));
   transport::libfabric::LibfabricDomainOptions options;
   options.provider = spec.provider;
   options.interface_name = spec.interface_name;

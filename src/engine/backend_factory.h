@@ -18,7 +18,7 @@ struct BackendOptions {
   // Ask libfabric providers for FI_HMEM (CUDA builds; off: GPU sources are always staged).
   bool want_hmem = false;
   // How the IPC backend copies into GPU memory.
-  gpu::GpuCopyMode ipc_copy_mode = gpu::GpuCopyMode::kAuto;
+  gpu::GpuCopySettings ipc_copies;
   // Completion queues with a wait object to block on (adaptive idle); false: FI_WAIT_NONE (spin).
   bool want_wait_fd = true;
   // != 0: wrap every domain in a ReorderingDomain seeded from this, the group and the index.

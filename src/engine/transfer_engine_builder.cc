@@ -1,6 +1,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -131,6 +133,11 @@ TransferEngineBuilder& TransferEngineBuilder::gpu_memory_on_nic(bool on) {
   options_->gpu_memory_on_nic = on;
   return *this;
 }
+TransferEngineBuilder& TransferEngineBuilder::ipc_launcher_pieces(size_t pieces) {
+  options_->ipc_launcher_pieces = pieces;
+  return *this;
+}
+
 TransferEngineBuilder& TransferEngineBuilder::ipc_gpu_copies(std::string mode) {
   options_->ipc_gpu_copies = std::move(mode);
   return *this;
@@ -164,6 +171,17 @@ Status apply_environment(Options& o) {
       o.ipc_gpu_copies = env;
       break;
     }
+  }
+  if (const char* env = std::getenv("FABRIC_LIB_IPC_LAUNCHER_PIECES"); env && *env) {
+    // Digits only: strtoull would take "-1" (as 2^64 - 1) and " 12".
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long pieces = std::strtoull(env, &end, 10);
+    if (!std::isdigit(static_cast<unsigned char>(env[0])) || *end != '\0' || errno == ERANGE) {
+      return invalid_argument(std::string("FABRIC_LIB_IPC_LAUNCHER_PIECES must be a number of pieces (0: no launcher thread), not '") +
+                              env + "'");
+    }
+    o.ipc_launcher_pieces = static_cast<size_t>(pieces);
   }
   return ok_status();
 }
@@ -239,7 +257,8 @@ Result<std::unique_ptr<TransferEngine>> TransferEngineBuilder::build() const {
   }
   engine::BackendOptions backend;
   backend.want_hmem = gpu::kHaveCuda && o.gpu_memory_on_nic;
-  gpu::parse_gpu_copy_mode(o.ipc_gpu_copies.c_str(), &backend.ipc_copy_mode);
+  gpu::parse_gpu_copy_mode(o.ipc_gpu_copies.c_str(), &backend.ipc_copies.mode);
+  backend.ipc_copies.launcher_pieces = o.ipc_launcher_pieces;
   backend.reorder_seed = o.reorder_seed;
   backend.want_wait_fd = o.core.idle_policy != IdlePolicy::kSpin;
   backend.decorate = o.decorate_domains;

@@ -2,6 +2,7 @@
 // builder can parse the setting in builds without CUDA.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace fabric_lib::gpu {
@@ -12,6 +13,18 @@ enum class GpuCopyMode : uint8_t {
   kBatch,   // small copies through cudaMemcpyBatchAsync
   kKernel,  // small copies through the page-copy kernel (same as kAuto)
 };
+// A flush of at least this many page-copy kernel pieces (16 KiB each) is issued by the copy
+// engine's launcher thread by default (cuda_copy_engine.h).
+inline constexpr size_t kDefaultLauncherPieces = 1024;
+
+// How the IPC backend's CudaCopyEngine issues copies, as the builder sets it.
+struct GpuCopySettings {
+  GpuCopyMode mode = GpuCopyMode::kAuto;
+  // Flushes of at least this many kernel pieces go to the launcher thread; 0: no launcher thread
+  // (every flush is issued on the group's worker).
+  size_t launcher_pieces = kDefaultLauncherPieces;
+};
+
 // "auto", "memcpy", "batch", "kernel"; false for anything else.
 bool parse_gpu_copy_mode(const char* text, GpuCopyMode* out);
 const char* gpu_copy_mode_name(GpuCopyMode mode);

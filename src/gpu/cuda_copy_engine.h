@@ -69,7 +69,7 @@ class CudaCopyEngine final : public CopyEngine {
     // the process's CPUs less the creating thread's, when that thread is pinned to one (a group
     // worker): sharing the worker's core would undo the point of it.
     bool launcher_thread = true;
-    size_t launcher_pieces = 1024;
+    size_t launcher_pieces = kDefaultLauncherPieces;
   };
   explicit CudaCopyEngine(Options options);
   ~CudaCopyEngine() override;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "fabric_lib/fabric_lib.h"
@@ -14,8 +15,11 @@ namespace {
 
 class BuilderTest : public ::testing::Test {
  protected:
-  void SetUp() override { unsetenv("FABRIC_LIB_PROVIDER"); }
-  void TearDown() override { unsetenv("FABRIC_LIB_PROVIDER"); }
+  void SetUp() override { TearDown(); }
+  void TearDown() override {
+    unsetenv("FABRIC_LIB_PROVIDER");
+    unsetenv("FABRIC_LIB_IPC_LAUNCHER_PIECES");
+  }
 
   // A builder that would succeed: tcp on loopback.
   static TransferEngineBuilder good() {
@@ -68,6 +72,26 @@ TEST_F(BuilderTest, RejectsBadNames) {
 // silently meaning "any domain of the provider".
 TEST_F(BuilderTest, RejectsEmptyGroupInterfaceName) {
   EXPECT_EQ(code_of(good().group_interfaces(0, {""})), ErrorCode::kInvalidArgument);
+}
+
+// The IPC backend's GPU copy settings are checked in every build, with or without CUDA: a copy
+// mode it does not know, and a launcher threshold in the environment that is not a plain number,
+// are InvalidArgument naming the setting; 0 (no launcher thread) and a number build.
+TEST_F(BuilderTest, RejectsBadIpcCopySettings) {
+  EXPECT_EQ(code_of(good().ipc_gpu_copies("fast")), ErrorCode::kInvalidArgument);
+  for (const char* bad : {"abc", "-1", " 12", "+12", "12x", "99999999999999999999999"}) {
+    setenv("FABRIC_LIB_IPC_LAUNCHER_PIECES", bad, 1);
+    Result<std::unique_ptr<TransferEngine>> r = good().build();
+    ASSERT_FALSE(r.ok()) << "'" << bad << "' accepted";
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("FABRIC_LIB_IPC_LAUNCHER_PIECES"), std::string::npos) << r.status().message();
+  }
+  for (const char* fine : {"0", "4096"}) {
+    setenv("FABRIC_LIB_IPC_LAUNCHER_PIECES", fine, 1);
+    EXPECT_EQ(code_of(good()), ErrorCode::kOk) << fine;
+  }
+  unsetenv("FABRIC_LIB_IPC_LAUNCHER_PIECES");
+  EXPECT_EQ(code_of(good().ipc_launcher_pieces(0)), ErrorCode::kOk);
 }
 
 // A provider libfabric does not know is an error Status (ProviderError or NotFound), not an abort.

@@ -160,10 +160,12 @@ Status CudaGpuBackend::copy_to_host(void* dst, const void* src, uint64_t length,
   return ok_status();
 }
 
-GpuBackendFactory cuda_gpu_backend_factory(gpu::GpuCopyMode mode, std::shared_ptr<SharedCopies> group) {
-  return [mode, group = std::move(group)] {
+GpuBackendFactory cuda_gpu_backend_factory(const gpu::GpuCopySettings& copies, std::shared_ptr<SharedCopies> group) {
+  return [copies, group = std::move(group)] {
     gpu::CudaCopyEngine::Options options;
-    options.mode = mode;
+    options.mode = copies.mode;
+    options.launcher_thread = copies.launcher_pieces > 0;
+    options.launcher_pieces = copies.launcher_pieces;
     return CudaGpuBackend::create(options, group);
   };
 }

@@ -7,7 +7,9 @@
 // Memory from the CUDA virtual memory API (cuMemCreate, e.g. PyTorch's expandable segments)
 // has no legacy IPC handle: registering it for remote writes fails with Unsupported.
 //
-// TransferEngineBuilder::ipc_copy_mode (env FABRIC_LIB_IPC_COPY) chooses how copies run (gpu/cuda_copy_engine.h).
+// TransferEngineBuilder::ipc_gpu_copies (env FABRIC_LIB_IPC_COPY) chooses how copies run and
+// ipc_launcher_pieces (env FABRIC_LIB_IPC_LAUNCHER_PIECES) which go to the launcher thread
+// (gpu/cuda_copy_engine.h).
 #pragma once
 
 #include <map>
@@ -49,6 +51,6 @@ class CudaGpuBackend final : public GpuBackend {
 
 // The factory the backend factory hands to ipc domains: copies run in `mode`, through the engine
 // the domains of `group` share.
-GpuBackendFactory cuda_gpu_backend_factory(gpu::GpuCopyMode mode, std::shared_ptr<SharedCopies> group);
+GpuBackendFactory cuda_gpu_backend_factory(const gpu::GpuCopySettings& copies, std::shared_ptr<SharedCopies> group);
 
 }  // namespace fabric_lib::transport::ipc

@@ -7,12 +7,13 @@
 
 namespace fabric_lib::transport::ipc {
 
-Result<std::unique_ptr<Domain>> open_ipc_domain(gpu::GpuCopyMode copy_mode, std::shared_ptr<SharedCopies> group_copies) {
+Result<std::unique_ptr<Domain>> open_ipc_domain(const gpu::GpuCopySettings& copies,
+                                                std::shared_ptr<SharedCopies> group_copies) {
   IpcOptions options;
 #if FABRIC_LIB_HAVE_CUDA
-  options.gpu = cuda_gpu_backend_factory(copy_mode, std::move(group_copies));
+  options.gpu = cuda_gpu_backend_factory(copies, std::move(group_copies));
 #else
-  (void)copy_mode;
+  (void)copies;
   (void)group_copies;
 #endif
   Result<std::unique_ptr<IpcDomain>> opened = IpcDomain::open(std::move(options));
