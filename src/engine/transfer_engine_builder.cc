@@ -133,6 +133,7 @@ TransferEngineBuilder& TransferEngineBuilder::gpu_memory_on_nic(bool on) {
   options_->gpu_memory_on_nic = on;
   return *this;
 }
+
 TransferEngineBuilder& TransferEngineBuilder::ipc_launcher_pieces(size_t pieces) {
   options_->ipc_launcher_pieces = pieces;
   return *this;

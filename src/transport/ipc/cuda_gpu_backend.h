@@ -49,8 +49,8 @@ class CudaGpuBackend final : public GpuBackend {
   std::map<int, cudaStream_t> read_streams_;
 };
 
-// The factory the backend factory hands to ipc domains: copies run in `mode`, through the engine
-// the domains of `group` share.
+// The factory the backend factory hands to ipc domains: copies run as `copies` says (mode,
+// launcher threshold), through the engine the domains of `group` share.
 GpuBackendFactory cuda_gpu_backend_factory(const gpu::GpuCopySettings& copies, std::shared_ptr<SharedCopies> group);
 
 }  // namespace fabric_lib::transport::ipc
