@@ -47,6 +47,7 @@ struct Script {
   int64_t again_at = -1;               // answer kAgain once when this many WRs were posted
   int64_t refuse_at = -1;              // refuse the WR posted after this many
   std::atomic<bool> hold{false};       // polls return nothing (completions held back)
+  std::atomic<uint64_t> polls{0};      // poll calls so far: the worker's passes, counted
 
   size_t posted_count() {
     std::lock_guard lock(mu);
@@ -96,6 +97,7 @@ class ScriptDomain final : public ForwardingDomain {
     return r;
   }
   size_t poll(std::vector<transport::Event>& out, size_t max) override {
+    script_->polls.fetch_add(1);
     return script_->hold.load() ? 0 : ForwardingDomain::poll(out, max);
   }
 
@@ -307,7 +309,11 @@ TEST(PostingForms, APathsInFlightLimitHoldsInsideABatch) {
       }));
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   ASSERT_TRUE(eventually([&] { return s.script->posted_count() >= 7; }));
-  std::this_thread::sleep_for(bounds::kQuiet);  // the worker keeps trying while nothing completes
+  // The worker keeps trying while nothing completes: let it make many passes (each polls the
+  // domain once), not just wait a while, so the check below cannot pass on an idle worker.
+  const uint64_t polls_then = s.script->polls.load();
+  ASSERT_TRUE(eventually([&] { return s.script->polls.load() >= polls_then + 200; }))
+      << "the worker stopped polling a domain with WRs in flight";
   EXPECT_EQ(s.script->posted_count(), 7u) << "a batch took the path past its limit";
   s.script->hold = false;
   ASSERT_TRUE(eventually([&] { return completions.load() == 1; }));
