@@ -1,22 +1,15 @@
 #include "gpu/cuda_copy_engine.h"
 
-#include <pthread.h>
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <set>
 
 #include "base/cpu_relax.h"
-#include "base/log.h"
 #include "gpu/cuda_status.h"
 #include "gpu/page_copy_kernel.h"
 
@@ -86,28 +79,6 @@ CudaCopyEngine::CudaCopyEngine(Options options) : options_(options) {
                                                               launcher_start());
 }
 
-std::function<void()> CudaCopyEngine::launcher_start() {
-  // A new thread inherits its creator's CPUs. The engine is made on a group worker, which may be
-  // pinned to one CPU: the launcher then runs on the process's CPUs less that one.
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  std::optional<cpu_set_t> cpus;
-  if (pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0 && CPU_COUNT(&mine) == 1) {
-    cpu_set_t process;
-    CPU_ZERO(&process);
-    if (sched_getaffinity(getpid(), sizeof process, &process) == 0) {  // the main thread's CPUs
-      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-        if (CPU_ISSET(cpu, &mine)) CPU_CLR(cpu, &process);
-      }
-      if (CPU_COUNT(&process) > 0) cpus = process;
-    }
-  }
-  return [cpus] {
-    pthread_setname_np(pthread_self(), "fl-launcher");
-    if (cpus) pthread_setaffinity_np(pthread_self(), sizeof *cpus, &*cpus);
-  };
-}
-
 CudaCopyEngine::~CudaCopyEngine() {
   drain();
   launcher_.reset();  // its thread gone before the streams it issues on
@@ -117,7 +88,6 @@ CudaCopyEngine::~CudaCopyEngine() {
     if (d.words) cudaFreeHost(d.words);
   }
   for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
-  for (SegmentBuffer& b : all_segments_) cudaFreeHost(b.segments);
 }
 
 Status CudaCopyEngine::prepare(int device) {
@@ -125,53 +95,14 @@ Status CudaCopyEngine::prepare(int device) {
   if (!d.ok()) return d.status();
   // Enough segment buffers for a few launches in flight, so that steady traffic allocates none.
   // Best effort: without pinned memory the small copies go one cudaMemcpyAsync each.
-  while (all_segments_.size() < 8) {
-    SegmentBuffer b = new_segments(kPiecesPerLaunch);
-    if (!b.segments) break;
-    free_segments_.push_back(b);
-  }
+  segments_.reserve(8);
   return ok_status();
-}
-
-CudaCopyEngine::SegmentBuffer CudaCopyEngine::take_segments(size_t segments) {
-  auto best = free_segments_.end();
-  for (auto it = free_segments_.begin(); it != free_segments_.end(); ++it) {
-    if (it->capacity >= segments && (best == free_segments_.end() || it->capacity < best->capacity)) best = it;
-  }
-  if (best != free_segments_.end()) {
-    SegmentBuffer b = *best;
-    *best = free_segments_.back();
-    free_segments_.pop_back();
-    return b;
-  }
-  return new_segments(segments);
-}
-
-CudaCopyEngine::SegmentBuffer CudaCopyEngine::new_segments(size_t segments) {
-  SegmentBuffer b;
-  b.capacity = std::bit_ceil(std::max(segments, kPiecesPerLaunch));
-  void* p = nullptr;
-  // Portable: any device's kernel may read it (through unified addressing, at the same address).
-  if (cudaHostAlloc(&p, b.capacity * sizeof(PageCopySegment), cudaHostAllocPortable | cudaHostAllocMapped) !=
-      cudaSuccess) {
-    cudaGetLastError();  // not sticky; clear it
-    return {};
-  }
-  b.segments = static_cast<PageCopySegment*>(p);
-  b.id = static_cast<uint32_t>(all_segments_.size());
-  all_segments_.push_back(b);
-  holds_.push_back(0);
-  return b;
-}
-
-void CudaCopyEngine::release(const SegmentBuffer& b) {
-  if (holds_[b.id] > 0 && --holds_[b.id] == 0) free_segments_.push_back(b);
 }
 
 std::span<CopySegment> CudaCopyEngine::segment_room(size_t n) {
   if (n == 0) return {};
   if (room_buffers_.empty() || room_buffers_.back().capacity - room_used_ < n) {
-    SegmentBuffer b = take_segments(n);
+    SegmentBuffer b = segments_.take(n);
     if (!b.segments) return {};
     room_buffers_.push_back(b);
     room_used_ = 0;
@@ -280,72 +211,6 @@ cudaEvent_t CudaCopyEngine::take_event() {
   return e;
 }
 
-int CudaCopyEngine::Issuer::issue(const StreamOp& op, bool on_launcher) {
-  if (on_launcher && op.device != device) {
-    const cudaError_t e = cudaSetDevice(op.device);
-    if (e != cudaSuccess) return e;
-    device = op.device;
-  }
-  cudaStream_t stream = op.stream->stream;
-  int code = 0;
-  switch (op.kind) {
-    case StreamOp::Kind::kCopy:
-      code = cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, stream);
-      break;
-    case StreamOp::Kind::kLaunch:
-      code = launch_page_copy(op.launch, stream);
-      break;
-    case StreamOp::Kind::kBatch: {  // kBatch mode: never on the launcher (the arrays are the engine's)
-      assert(!on_launcher);
-      cudaMemcpyAttributes attr{};
-      attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-      size_t attr_index = 0;
-      code = cudaMemcpyBatchAsync(engine->batch_dsts_.data(), engine->batch_srcs_.data(), engine->batch_sizes_.data(),
-                                  engine->batch_dsts_.size(), &attr, &attr_index, 1, stream);
-      break;
-    }
-    case StreamOp::Kind::kWord: {
-      // Default flags: the write waits for the stream's earlier work and follows a system-wide
-      // fence, so the flush's bytes are visible wherever they went before the word moves.
-      const CUresult r = engine->write_word_(stream, reinterpret_cast<CUdeviceptr>(op.stream->word_on_device), op.seq,
-                                             CU_STREAM_WRITE_VALUE_DEFAULT);
-      if (r != CUDA_SUCCESS) {
-        if (engine->word_failures_.fetch_add(1, std::memory_order_relaxed) == 0) {
-          FL_LOG_WARN("GPU copy engine: cuStreamWriteValue32 failed (CUresult {}); the flush ends without its word", static_cast<int>(r));
-        }
-        code = cudaErrorUnknown;
-      }
-      break;
-    }
-    case StreamOp::Kind::kEvent:
-      code = cudaEventRecord(op.event, stream);
-      break;
-  }
-  // The flush's end (word or event) is issued: from now on its word or event speaks for it.
-  if (code == 0 && op.last) op.stream->shared->launched.store(op.seq, std::memory_order_release);
-  return code;
-}
-
-void CudaCopyEngine::Issuer::failed(const StreamOp& op, int code, bool) {
-  // A failed runtime call leaves this thread's last error set: cleared, or the next kernel
-  // launch here (launch_page_copy reports cudaGetLastError()) would take it for its own.
-  cudaGetLastError();
-  // Nothing of the flush may land after its failure is seen: wait for what the stream runs.
-  const cudaError_t sync = cudaStreamSynchronize(op.stream->stream);
-  cudaGetLastError();
-  StreamShared& shared = *op.stream->shared;
-  // Only the word could not be written: the flush's copies are all done (the stream is idle and sound).
-  const bool copies_landed = sync == cudaSuccess && op.kind == StreamOp::Kind::kWord;
-  if (!copies_landed) shared.failed[op.seq & shared.fail_mask].store(code, std::memory_order_release);
-  // Its end is skipped (op_launcher.h): the word is moved from here instead — only when the
-  // stream is sound. After a fault (sync fails) the word stays where the GPU left it: an earlier
-  // flush whose copy faulted must not read as done; the stream query ends them all.
-  if (sync == cudaSuccess && op.stream->word && op.kind != StreamOp::Kind::kEvent) {
-    std::atomic_ref<uint32_t>(*op.stream->word).store(op.seq, std::memory_order_release);
-  }
-  shared.launched.store(op.seq, std::memory_order_release);
-}
-
 cudaError_t CudaCopyEngine::query_oldest(StreamState& st, bool* whole_stream) {
   const Flushed& f = st.flushed.front();
   cudaError_t e = cudaSuccess;
@@ -433,12 +298,12 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
   if (pieces > UINT32_MAX) return cudaErrorInvalidValue;  // more warps than a launch counts
   SegmentBuffer b;
   if (copies > 0) {
-    b = take_segments(copies);
+    b = segments_.take(copies);
     if (!b.segments) {  // no pinned memory: one cudaMemcpyAsync each (slow, but the copies go)
       for (const Queued* q : small) add_memcpy(device, q->request, st);
       return cudaSuccess;
     }
-    hold(b);
+    segments_.hold(b);
     st.issuing_buffers.push_back(b);
   }
   // The runs into the launch's parameters: a gather in pinned room is read where it is; other
@@ -625,14 +490,14 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     StreamState& st = d.streams[s];
     if (st.issuing.empty()) {
       // Only failed launches used these buffers (and queued no ops).
-      for (const SegmentBuffer& b : st.issuing_buffers) release(b);
+      for (const SegmentBuffer& b : st.issuing_buffers) segments_.release(b);
       st.issuing_buffers.clear();
       st.ops.clear();
       continue;
     }
     // Its launches may read gathers' segments in any of the flush's room buffers.
     for (const SegmentBuffer& b : flushing_room_) {
-      hold(b);
+      segments_.hold(b);
       st.issuing_buffers.push_back(b);
     }
     if (!end_flush(device, st, hand_over && st.word != nullptr)) {
@@ -665,7 +530,7 @@ void CudaCopyEngine::retire(Flushed& f, const Status& status, std::vector<CopyDo
   inflight_ -= std::min(inflight_, f.ops.size());
   if (f.event) free_events_.push_back(f.event);
   f.event = nullptr;
-  for (const SegmentBuffer& b : f.buffers) release(b);
+  for (const SegmentBuffer& b : f.buffers) segments_.release(b);
   f.ops.clear();
   f.buffers.clear();
 }
@@ -684,9 +549,7 @@ void CudaCopyEngine::progress(std::vector<CopyDone>& done) {
   for (auto& [device, d] : devices_) {
     if (!d.pending.empty()) flush(device, d, done);
   }
-  for (const SegmentBuffer& b : flushing_room_) {
-    if (holds_[b.id] == 0) free_segments_.push_back(b);
-  }
+  for (const SegmentBuffer& b : flushing_room_) segments_.give_back_unless_held(b);
   flushing_room_.clear();
   for (auto& [device, d] : devices_) {
     for (StreamState& s : d.streams) {
@@ -732,7 +595,7 @@ void CudaCopyEngine::drain() {
     }
   }
   // The dropped copies' room (never flushed, so never held) is free again.
-  free_segments_.insert(free_segments_.end(), room_buffers_.begin(), room_buffers_.end());
+  for (const SegmentBuffer& b : room_buffers_) segments_.give_back_unless_held(b);
   room_buffers_.clear();
   room_used_ = 0;
   room_ = {};

@@ -50,6 +50,7 @@
 #include "gpu/device_guard.h"
 #include "gpu/op_launcher.h"
 #include "gpu/page_copy_kernel.h"
+#include "gpu/pinned_segment_pool.h"
 
 namespace fabric_lib::gpu {
 
@@ -97,13 +98,9 @@ class CudaCopyEngine final : public CopyEngine {
 
  private:
   // Pinned host memory holding segments: one launch's, or the gathers' of one or more flushes
-  // (segment_room). Back in free_segments_ once nothing holds it: each flush on a stream holds
-  // the buffers its launches read until its event fires.
-  struct SegmentBuffer {
-    PageCopySegment* segments = nullptr;
-    size_t capacity = 0;
-    uint32_t id = 0;  // index into all_segments_ and holds_
-  };
+  // (segment_room). Free again once nothing holds it: each flush on a stream holds the buffers
+  // its launches read until its word moves (or its event fires).
+  using SegmentBuffer = PinnedSegmentPool::Buffer;
   // What the launcher publishes about a stream, read by the engine's thread.
   struct StreamShared {
     explicit StreamShared(size_t slots)  // a power of two
@@ -132,7 +129,7 @@ class CudaCopyEngine final : public CopyEngine {
     size_t bytes = 0;
     PageCopyLaunch launch;  // kLaunch
   };
-  // Runs StreamOps (the launcher's Issuer).
+  // Runs StreamOps (the launcher's Issuer; cuda_copy_engine_issuer.cc).
   struct Issuer {
     CudaCopyEngine* engine = nullptr;
     int device = -1;  // the launcher thread's current device
@@ -206,16 +203,6 @@ class CudaCopyEngine final : public CopyEngine {
   // Whether the oldest flush on `st` is complete: cudaSuccess, cudaErrorNotReady, or the error
   // that ended it — its own (a failed op), or the stream's (`whole_stream` then set).
   cudaError_t query_oldest(StreamState& st, bool* whole_stream);
-  // A pinned buffer for at least `segments` segments (a free one, else a new one); null
-  // segments when pinned memory cannot be had.
-  SegmentBuffer take_segments(size_t segments);
-  // A newly allocated one (kept in all_segments_ until the destructor).
-  SegmentBuffer new_segments(size_t segments);
-  void hold(const SegmentBuffer& b) { ++holds_[b.id]; }
-  // One hold fewer; at none the buffer is free again.
-  void release(const SegmentBuffer& b);
-
-
   // Ends `f` (its ops reported with `status` into `done` when `done` is not null) and keeps its
   // vectors for the next flush.
   void retire(Flushed& f, const Status& status, std::vector<CopyDone>* done);
@@ -237,9 +224,7 @@ class CudaCopyEngine final : public CopyEngine {
   std::vector<const CopyRequest*> plain_;  // flush()'s plain cudaMemcpyAsync copies, before merging
   std::map<int, DeviceState> devices_;
   std::vector<cudaEvent_t> free_events_;
-  std::vector<SegmentBuffer> free_segments_;
-  std::vector<SegmentBuffer> all_segments_;  // freed by the destructor
-  std::vector<uint32_t> holds_;              // per buffer: flushes in flight that read it
+  PinnedSegmentPool segments_{kPiecesPerLaunch};  // the launches' and the gathers' segment buffers
   // segment_room()'s buffers since the last flush (the last one being filled, room_used_
   // segments of it taken by submitted gathers), the room last handed out, and the buffers of the
   // flush being issued (every flush on a stream holds them all).
