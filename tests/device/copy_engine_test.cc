@@ -18,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "device_support.h"
@@ -36,6 +37,22 @@ const char* name_of(Issue i) {
   return i == Issue::kWordsInline ? "words, inline" : i == Issue::kWordsLauncher ? "words, launcher thread" : "events";
 }
 
+// A GPU-to-GPU copy on device 0: `length` bytes from `src` to `dst`, or, with `segments`, a
+// gather of `length`-byte pieces at those offsets.
+gpu::CopyRequest device_copy(uint64_t op, const void* src, void* dst, uint64_t length,
+                             std::span<const gpu::CopySegment> segments = {}) {
+  gpu::CopyRequest r;
+  r.op = op;
+  r.src = src;
+  r.src_kind = MemoryKind::kCuda;
+  r.src_device = 0;
+  r.length = length;
+  r.dst_ptr = dst;
+  r.dst_kind = MemoryKind::kCuda;
+  r.dst_device = 0;
+  r.segments = segments;
+  return r;
+}
 
 class CopyEngineKernel : public ::testing::Test {
  protected:
@@ -51,16 +68,7 @@ class CopyEngineKernel : public ::testing::Test {
   }
 
   gpu::CopyRequest request(uint64_t op, uint64_t src_offset, uint64_t dst_offset, uint64_t length) const {
-    gpu::CopyRequest r;
-    r.op = op;
-    r.src = src_.bytes() + src_offset;
-    r.src_kind = MemoryKind::kCuda;
-    r.src_device = 0;
-    r.length = length;
-    r.dst_ptr = dst_.bytes() + dst_offset;
-    r.dst_kind = MemoryKind::kCuda;
-    r.dst_device = 0;
-    return r;
+    return device_copy(op, src_.bytes() + src_offset, dst_.bytes() + dst_offset, length);
   }
   // What the copy does, on the host copy of the target.
   void expect_copy(const gpu::CopyRequest& r) {
@@ -132,17 +140,7 @@ gpu::CudaCopyEngine::Options kernel_mode(Issue issue = Issue::kWordsLauncher) {
   auto gather = [&](uint64_t op, uint64_t dst_offset) {
     static gpu::CopySegment segments[2][1];
     segments[op - 1][0] = {0, dst_offset};
-    gpu::CopyRequest r;
-    r.op = op;
-    r.src = src.ptr;
-    r.src_kind = MemoryKind::kCuda;
-    r.src_device = 0;
-    r.length = 4096;
-    r.dst_ptr = dst.ptr;
-    r.dst_kind = MemoryKind::kCuda;
-    r.dst_device = 0;
-    r.segments = segments[op - 1];
-    return r;
+    return device_copy(op, src.ptr, dst.ptr, 4096, segments[op - 1]);
   };
   Status error;
   if (engine.submit(gather(1, 0), &error) != gpu::CopySubmit::kAccepted) std::exit(5);
@@ -172,19 +170,7 @@ gpu::CudaCopyEngine::Options kernel_mode(Issue issue = Issue::kWordsLauncher) {
   gpu::CudaCopyEngine engine(o);
   if (!src.ptr || !dst.ptr || !engine.prepare(0).ok()) std::exit(5);
   static gpu::CopySegment segments[2][1] = {{{0, uint64_t{1} << 46}}, {{0, 0}}};
-  auto gather = [&](uint64_t op) {
-    gpu::CopyRequest r;
-    r.op = op;
-    r.src = src.ptr;
-    r.src_kind = MemoryKind::kCuda;
-    r.src_device = 0;
-    r.length = 4096;
-    r.dst_ptr = dst.ptr;
-    r.dst_kind = MemoryKind::kCuda;
-    r.dst_device = 0;
-    r.segments = segments[op - 1];
-    return r;
-  };
+  auto gather = [&](uint64_t op) { return device_copy(op, src.ptr, dst.ptr, 4096, segments[op - 1]); };
   Status error;
   std::vector<gpu::CopyDone> done;
   size_t failed = 0;
@@ -245,18 +231,7 @@ TEST(CopyEngineLauncher, SmallFlushesBehindALargeOneDoNotOvertakeIt) {
     ASSERT_EQ(cudaMemset(dst.ptr, 0, kBuf), cudaSuccess);
     ASSERT_EQ(cudaMemset(small_dst.ptr, 0, kSmall * kSmallBytes), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    auto copy = [&](uint64_t op, void* to, uint64_t length) {
-      gpu::CopyRequest r;
-      r.op = op;
-      r.src = src.ptr;
-      r.src_kind = MemoryKind::kCuda;
-      r.src_device = 0;
-      r.length = length;
-      r.dst_ptr = to;
-      r.dst_kind = MemoryKind::kCuda;
-      r.dst_device = 0;
-      return r;
-    };
+    auto copy = [&](uint64_t op, void* to, uint64_t length) { return device_copy(op, src.ptr, to, length); };
     // Whether a reported request's bytes are in place now.
     auto landed = [&](uint64_t op) {
       const size_t n = op == kLargeOp ? kBuf : kSmallBytes;
