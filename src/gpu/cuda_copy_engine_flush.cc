@@ -275,7 +275,9 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
   // Streams without a completion word (events) are never handed over: their flushes are
   // queried with cudaEventQuery, which must not run beside the launcher's launches (gpu.md), and
   // having never been handed over, they have no ops queued there to overtake.
-  const bool hand_over = launcher_->threaded() && (total >= options_.launcher_pieces || !launcher_->idle());
+  // A copy outside the kernel counts as one piece, so any flush reaches a threshold of 1.
+  const size_t weight = total + (d.flushing.size() - small.size());
+  const bool hand_over = launcher_->threaded() && (weight >= options_.launcher_pieces || !launcher_->idle());
   for (size_t s = 0; s < n; ++s) {
     StreamState& st = d.streams[s];
     if (st.issuing.empty()) {

@@ -164,7 +164,6 @@ GpuBackendFactory cuda_gpu_backend_factory(const gpu::GpuCopySettings& copies, s
   return [copies, group = std::move(group)] {
     gpu::CudaCopyEngine::Options options;
     options.mode = copies.mode;
-    options.launcher_thread = copies.launcher_pieces > 0;
     options.launcher_pieces = copies.launcher_pieces;
     return CudaGpuBackend::create(options, group);
   };
