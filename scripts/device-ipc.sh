@@ -14,7 +14,7 @@
 #                  mode (memcpy / batch / kernel, to choose the default), imm round trips p50/p99.
 #   ipc-bench-split  the single writes with 4 domains again, shards split over them (--max-shards 4).
 #   ipc-launcher-ab  paged writes with the copy engine's launcher thread at its default threshold,
-#                  off (FABRIC_LIB_IPC_LAUNCHER_PIECES=0) and at 4096 pieces, alternating.
+#                  off and at 256 copies, alternating (scripts/device-ipc-launcher.sh).
 #   ipc-torch-gather  tools/fabric_bench/ipc_gather_vs_torch.py: paged writes of 4096 scattered
 #                  pages over 4 GiB buffers against torch index_copy_ and a contiguous copy_.
 # Adds to $OUT: ipc_bench.csv, ipc_bench_split.csv, ipc_gather_vs_torch.csv (the other output goes into device-tests.log, bench.txt and
@@ -60,32 +60,8 @@ status=$?
 result ipc-bench-split "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
 
 
-# The copy engine's launcher thread, A/B'd in one build (docs/gpu.md, "The launcher thread, run
-# and landed"): paged writes whose flushes reach its threshold (64 x 256 KiB = 1024 kernel pieces;
-# 4096 x 4 KiB) and one whose flushes stay below it (64 x 64 KiB), with the default threshold,
-# with no launcher thread (0) and with 4096, alternating over two rounds.
-t0=$(date +%s)
-stamp "ipc launcher thread A/B (FABRIC_LIB_IPC_LAUNCHER_PIECES default / 0 / 4096)"
-echo "== fabric-bench --provider ipc --mode paged, FABRIC_LIB_IPC_LAUNCHER_PIECES default / 0 / 4096" >>"$out/bench.txt"
-status=0
-for round in 1 2; do
-  for pieces in default 0 4096; do
-    launcher_env=()
-    [ "$pieces" != default ] && launcher_env=("FABRIC_LIB_IPC_LAUNCHER_PIECES=$pieces")
-    for pages in 64 4096; do
-      sizes=64KiB,256KiB
-      [ "$pages" = 4096 ] && sizes=4KiB
-      echo "-- round $round, launcher pieces: $pieces, $pages pages of $sizes" >>"$out/bench.txt"
-      env "${launcher_env[@]}" timeout 90 "$build/tools/fabric-bench" --local --quiet --provider ipc --mode paged \
-        --domains 1 "${spin[@]}" --page-sizes "$sizes" --pages-per-request "$pages" --window 16 \
-        --max-inflight 4GiB --max-region 2GiB --duration 0.3 >"$out/launcher-ab.txt" 2>&1 || status=1
-      cat "$out/launcher-ab.txt" >>"$out/bench.txt"
-      grep -E "^paged" "$out/launcher-ab.txt" | sed "s/^/launcher $pieces r$round: /" >>"$out/summary.txt"
-    done
-  done
-done
-rm -f "$out/launcher-ab.txt"
-result ipc-launcher-ab "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+# shellcheck source=device-ipc-launcher.sh
+source "$root/scripts/device-ipc-launcher.sh"
 
 # shellcheck source=device-ipc-gather.sh
 source "$root/scripts/device-ipc-gather.sh"

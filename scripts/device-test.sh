@@ -18,6 +18,8 @@
 #           alone, FABRIC_LIB_DEVICE_STEPS=ipc (about 5 minutes; $OUT then holds 6 files).
 #   ipcgather (not by default; part of ipc) paged writes over ipc against torch index_copy_ and a
 #           contiguous copy_ of 4096 scattered pages (scripts/device-ipc-gather.sh), alone.
+#   ipclauncher (not by default; part of ipc) the copy engine's launcher thread A/B
+#           (scripts/device-ipc-launcher.sh), alone.
 #   ipcprofile (not by default) where a paged write's time goes on this machine's CPU: the
 #           engine's and the ipc domain's work per WR, and a sampling profile of fabric-bench's
 #           ipc paged writes when .deb/prof/ holds gperftools (scripts/device-ipc-profile.sh);
@@ -104,7 +106,7 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
       $(want device || want bench || want ipc && echo device_tests) \
       $(want ipcprofile && echo engine-overhead-bench ipc-domain-bench fabric-bench) \
       $(want python || want ipc || want ipcgather || want ipcprofile || want moe || want kv || want weights && echo fabric_device_kernels _fabric_lib) \
-      $( (want ipc || want hostbench) && echo fabric-bench) \
+      $( (want ipc || want ipclauncher || want hostbench) && echo fabric-bench) \
       $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests) \
       $(want moe && echo moe_device_tests moe_device_rank moe_memory _moe) \
       $(want weights && echo _fabric_lib_weights weights_fp8_device_check weights_integration_tests fabric-weights-bench)
@@ -182,6 +184,11 @@ fi
 if want ipcgather && ! want ipc; then
   # shellcheck source=device-ipc-gather.sh
   source "$root/scripts/device-ipc-gather.sh"
+fi
+
+if want ipclauncher && ! want ipc; then
+  # shellcheck source=device-ipc-launcher.sh
+  source "$root/scripts/device-ipc-launcher.sh"
 fi
 
 if want ipcprofile; then

@@ -78,11 +78,11 @@ class TransferEngineBuilder {
   // batches of small GPU-to-GPU copies, cudaMemcpyAsync otherwise), "memcpy", "batch"
   // (cudaMemcpyBatchAsync) or "kernel". The environment variable FABRIC_LIB_IPC_COPY overrides it.
   TransferEngineBuilder& ipc_gpu_copies(std::string mode);
-  // CUDA builds: a flush of the IPC backend's GPU copies with at least this many page-copy kernel
-  // pieces (16 KiB each; default 1024) is issued by the copy engine's launcher thread, smaller
-  // ones on the group's worker; 0: no launcher thread. docs/gpu.md has the measurements. The
-  // environment variable FABRIC_LIB_IPC_LAUNCHER_PIECES overrides it.
-  TransferEngineBuilder& ipc_launcher_pieces(size_t pieces);
+  // CUDA builds: a flush of the IPC backend's GPU copies with at least this many page copies (a
+  // paged write's pages, each other copy one; default 2048) is issued by the copy engine's
+  // launcher thread, smaller ones on the group's worker; 0: no launcher thread. docs/gpu.md has
+  // the measurements. The environment variable FABRIC_LIB_IPC_LAUNCHER_COPIES overrides it.
+  TransferEngineBuilder& ipc_launcher_copies(size_t copies);
   // Wraps every domain in a reordering layer that posts each window of WRs in a shuffled order
   // and holds back some completions and imms: the unordered delivery of EFA, on any provider.
   // For testing applications (and this library) against reordering. Seed 0 = off.

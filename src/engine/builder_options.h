@@ -22,7 +22,7 @@ struct TransferEngineBuilder::Options {
   std::map<size_t, std::vector<std::string>> group_interfaces;
   bool gpu_memory_on_nic = true;     // FI_HMEM where the provider offers it (CUDA builds)
   std::string ipc_gpu_copies = "auto";
-  size_t ipc_launcher_pieces = gpu::kDefaultLauncherPieces;
+  size_t ipc_launcher_copies = gpu::kDefaultLauncherCopies;
   uint64_t reorder_seed = 0;
   std::string metrics_endpoint;      // "" = no Prometheus endpoint
   // Everything the core takes as it is (groups, open_domain and the backend come from the above).

@@ -134,8 +134,8 @@ TransferEngineBuilder& TransferEngineBuilder::gpu_memory_on_nic(bool on) {
   return *this;
 }
 
-TransferEngineBuilder& TransferEngineBuilder::ipc_launcher_pieces(size_t pieces) {
-  options_->ipc_launcher_pieces = pieces;
+TransferEngineBuilder& TransferEngineBuilder::ipc_launcher_copies(size_t copies) {
+  options_->ipc_launcher_copies = copies;
   return *this;
 }
 
@@ -173,16 +173,16 @@ Status apply_environment(Options& o) {
       break;
     }
   }
-  if (const char* env = std::getenv("FABRIC_LIB_IPC_LAUNCHER_PIECES"); env && *env) {
+  if (const char* env = std::getenv("FABRIC_LIB_IPC_LAUNCHER_COPIES"); env && *env) {
     // Digits only: strtoull would take "-1" (as 2^64 - 1) and " 12".
     char* end = nullptr;
     errno = 0;
-    const unsigned long long pieces = std::strtoull(env, &end, 10);
+    const unsigned long long copies = std::strtoull(env, &end, 10);
     if (!std::isdigit(static_cast<unsigned char>(env[0])) || *end != '\0' || errno == ERANGE) {
-      return invalid_argument(std::string("FABRIC_LIB_IPC_LAUNCHER_PIECES must be a number of pieces (0: no launcher thread), not '") +
+      return invalid_argument(std::string("FABRIC_LIB_IPC_LAUNCHER_COPIES must be a number of copies (0: no launcher thread), not '") +
                               env + "'");
     }
-    o.ipc_launcher_pieces = static_cast<size_t>(pieces);
+    o.ipc_launcher_copies = static_cast<size_t>(copies);
   }
   return ok_status();
 }
@@ -259,7 +259,7 @@ Result<std::unique_ptr<TransferEngine>> TransferEngineBuilder::build() const {
   engine::BackendOptions backend;
   backend.want_hmem = gpu::kHaveCuda && o.gpu_memory_on_nic;
   gpu::parse_gpu_copy_mode(o.ipc_gpu_copies.c_str(), &backend.ipc_copies.mode);
-  backend.ipc_copies.launcher_pieces = o.ipc_launcher_pieces;
+  backend.ipc_copies.launcher_copies = o.ipc_launcher_copies;
   backend.reorder_seed = o.reorder_seed;
   backend.want_wait_fd = o.core.idle_policy != IdlePolicy::kSpin;
   backend.decorate = o.decorate_domains;

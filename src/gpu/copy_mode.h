@@ -13,16 +13,18 @@ enum class GpuCopyMode : uint8_t {
   kBatch,   // small copies through cudaMemcpyBatchAsync
   kKernel,  // small copies through the page-copy kernel (same as kAuto)
 };
-// A flush of at least this many page-copy kernel pieces (16 KiB each) is issued by the copy
-// engine's launcher thread by default (cuda_copy_engine.h).
-inline constexpr size_t kDefaultLauncherPieces = 1024;
+// A flush of at least this many copies (a gather's pages, each other copy one) is issued by the
+// copy engine's launcher thread by default (cuda_copy_engine.h; docs/gpu.md has the A/B: the
+// thread pays where the worker's own work per flush is large — thousands of small pages — and
+// costs where it is not).
+inline constexpr size_t kDefaultLauncherCopies = 2048;
 
 // How the IPC backend's CudaCopyEngine issues copies, as the builder sets it.
 struct GpuCopySettings {
   GpuCopyMode mode = GpuCopyMode::kAuto;
-  // Flushes of at least this many kernel pieces go to the launcher thread; 0: no launcher thread
+  // Flushes of at least this many copies go to the launcher thread; 0: no launcher thread
   // (every flush is issued on the group's worker).
-  size_t launcher_pieces = kDefaultLauncherPieces;
+  size_t launcher_copies = kDefaultLauncherCopies;
 };
 
 // "auto", "memcpy", "batch", "kernel"; false for anything else.

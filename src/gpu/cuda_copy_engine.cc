@@ -53,7 +53,7 @@ CudaCopyEngine::CudaCopyEngine(Options options) : options_(options) {
   }
   // The launcher thread only where the engine's thread then makes no driver calls while copies
   // run (words, not events) and ops are few (not one per page: kMemcpy; kBatch's arrays are ours).
-  const bool threaded = write_word_ && options_.launcher_pieces > 0 && options_.mode != GpuCopyMode::kMemcpy &&
+  const bool threaded = write_word_ && options_.launcher_copies > 0 && options_.mode != GpuCopyMode::kMemcpy &&
                         options_.mode != GpuCopyMode::kBatch;
   launcher_ = std::make_unique<OpLauncher<StreamOp, Issuer>>(256, &issuer_, std::chrono::microseconds(50), threaded,
                                                               launcher_start());

@@ -65,12 +65,12 @@ class CudaCopyEngine final : public CopyEngine {
     bool completion_words = true;
     // With completion words, in kKernel and kAuto modes (not kMemcpy: an op per page; not
     // kBatch), a launcher thread issues large flushes' stream operations: flushes of at least
-    // `launcher_pieces` kernel pieces (a copy outside the kernel counts as one), and any flush
-    // while it has ops queued; smaller ones are issued on the calling thread (no thread hop).
-    // 0: no launcher thread (as the builder's `ipc_launcher_pieces`); 1: every flush goes to it.
+    // `launcher_copies` copies (a gather's segments, each other copy one), and any flush while it
+    // has ops queued; smaller ones are issued on the calling thread (no thread hop).
+    // 0: no launcher thread (as the builder's `ipc_launcher_copies`); 1: every flush goes to it.
     // The thread runs on the process's CPUs less the creating thread's, when that thread is
     // pinned to one (a group worker): sharing the worker's core would undo the point of it.
-    size_t launcher_pieces = kDefaultLauncherPieces;
+    size_t launcher_copies = kDefaultLauncherCopies;
   };
   explicit CudaCopyEngine(Options options);
   ~CudaCopyEngine() override;

@@ -275,9 +275,11 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
   // Streams without a completion word (events) are never handed over: their flushes are
   // queried with cudaEventQuery, which must not run beside the launcher's launches (gpu.md), and
   // having never been handed over, they have no ops queued there to overtake.
-  // A copy outside the kernel counts as one piece, so any flush reaches a threshold of 1.
-  const size_t weight = total + (d.flushing.size() - small.size());
-  const bool hand_over = launcher_->threaded() && (weight >= options_.launcher_pieces || !launcher_->idle());
+  // Counted in copies (a gather's segments), not kernel pieces: what the launcher takes off this
+  // thread grows with the pages a flush holds, not with their bytes (docs/gpu.md's A/B).
+  size_t copies = 0;
+  for (const Queued& q : d.flushing) copies += segment_count(q.request);
+  const bool hand_over = launcher_->threaded() && (copies >= options_.launcher_copies || !launcher_->idle());
   for (size_t s = 0; s < n; ++s) {
     StreamState& st = d.streams[s];
     if (st.issuing.empty()) {

@@ -125,7 +125,7 @@ gpu::CudaCopyEngine::Options kernel_mode(Issue issue = Issue::kWordsLauncher) {
   gpu::CudaCopyEngine::Options o;
   o.mode = gpu::GpuCopyMode::kKernel;
   o.completion_words = issue != Issue::kEvents;
-  o.launcher_pieces = issue == Issue::kWordsLauncher ? 1 : 0;  // every flush to the launcher, or none
+  o.launcher_copies = issue == Issue::kWordsLauncher ? 1 : 0;  // every flush to the launcher, or none
   return o;
 }
 

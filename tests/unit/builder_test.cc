@@ -18,7 +18,7 @@ class BuilderTest : public ::testing::Test {
   void SetUp() override { TearDown(); }
   void TearDown() override {
     unsetenv("FABRIC_LIB_PROVIDER");
-    unsetenv("FABRIC_LIB_IPC_LAUNCHER_PIECES");
+    unsetenv("FABRIC_LIB_IPC_LAUNCHER_COPIES");
   }
 
   // A builder that would succeed: tcp on loopback.
@@ -80,18 +80,18 @@ TEST_F(BuilderTest, RejectsEmptyGroupInterfaceName) {
 TEST_F(BuilderTest, RejectsBadIpcCopySettings) {
   EXPECT_EQ(code_of(good().ipc_gpu_copies("fast")), ErrorCode::kInvalidArgument);
   for (const char* bad : {"abc", "-1", " 12", "+12", "12x", "99999999999999999999999"}) {
-    setenv("FABRIC_LIB_IPC_LAUNCHER_PIECES", bad, 1);
+    setenv("FABRIC_LIB_IPC_LAUNCHER_COPIES", bad, 1);
     Result<std::unique_ptr<TransferEngine>> r = good().build();
     ASSERT_FALSE(r.ok()) << "'" << bad << "' accepted";
     EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument) << bad;
-    EXPECT_NE(r.status().message().find("FABRIC_LIB_IPC_LAUNCHER_PIECES"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("FABRIC_LIB_IPC_LAUNCHER_COPIES"), std::string::npos) << r.status().message();
   }
   for (const char* fine : {"0", "4096"}) {
-    setenv("FABRIC_LIB_IPC_LAUNCHER_PIECES", fine, 1);
+    setenv("FABRIC_LIB_IPC_LAUNCHER_COPIES", fine, 1);
     EXPECT_EQ(code_of(good()), ErrorCode::kOk) << fine;
   }
-  unsetenv("FABRIC_LIB_IPC_LAUNCHER_PIECES");
-  EXPECT_EQ(code_of(good().ipc_launcher_pieces(0)), ErrorCode::kOk);
+  unsetenv("FABRIC_LIB_IPC_LAUNCHER_COPIES");
+  EXPECT_EQ(code_of(good().ipc_launcher_copies(0)), ErrorCode::kOk);
 }
 
 // A provider libfabric does not know is an error Status (ProviderError or NotFound), not an abort.

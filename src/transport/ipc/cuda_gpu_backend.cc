@@ -164,7 +164,7 @@ GpuBackendFactory cuda_gpu_backend_factory(const gpu::GpuCopySettings& copies, s
   return [copies, group = std::move(group)] {
     gpu::CudaCopyEngine::Options options;
     options.mode = copies.mode;
-    options.launcher_pieces = copies.launcher_pieces;
+    options.launcher_copies = copies.launcher_copies;
     return CudaGpuBackend::create(options, group);
   };
 }

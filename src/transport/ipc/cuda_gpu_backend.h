@@ -8,7 +8,7 @@
 // has no legacy IPC handle: registering it for remote writes fails with Unsupported.
 //
 // TransferEngineBuilder::ipc_gpu_copies (env FABRIC_LIB_IPC_COPY) chooses how copies run and
-// ipc_launcher_pieces (env FABRIC_LIB_IPC_LAUNCHER_PIECES) which go to the launcher thread
+// ipc_launcher_copies (env FABRIC_LIB_IPC_LAUNCHER_COPIES) which go to the launcher thread
 // (gpu/cuda_copy_engine.h).
 #pragma once
 
