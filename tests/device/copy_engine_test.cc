@@ -217,7 +217,7 @@ TEST(CopyEngineLauncher, SmallFlushesBehindALargeOneDoNotOvertakeIt) {
   ASSERT_NE(src.ptr, nullptr);
   ASSERT_NE(dst.ptr, nullptr);
   ASSERT_NE(small_dst.ptr, nullptr);
-  gpu::CudaCopyEngine::Options o;  // the defaults: kAuto, completion words, launcher from 1024 pieces
+  gpu::CudaCopyEngine::Options o;  // the defaults: kAuto, completion words, launcher from 2048 copies (4096 below)
   o.streams_per_device = 1;
   gpu::CudaCopyEngine engine(o);
   ASSERT_TRUE(engine.prepare(0).ok());
