@@ -173,6 +173,12 @@ Status apply_environment(Options& o) {
       break;
     }
   }
+  if (const char* env = std::getenv("FABRIC_LIB_IPC_LAUNCHER_PIECES"); env && *env) {
+    // Its old name counted kernel pieces; a number meant for it would mean something else now.
+    return invalid_argument(
+        "FABRIC_LIB_IPC_LAUNCHER_PIECES is gone: the launcher threshold counts copies (a paged write's pages) "
+        "since 2026-12-05; set FABRIC_LIB_IPC_LAUNCHER_COPIES (docs/gpu.md)");
+  }
   if (const char* env = std::getenv("FABRIC_LIB_IPC_LAUNCHER_COPIES"); env && *env) {
     // Digits only: strtoull would take "-1" (as 2^64 - 1) and " 12".
     char* end = nullptr;

@@ -19,6 +19,7 @@ class BuilderTest : public ::testing::Test {
   void TearDown() override {
     unsetenv("FABRIC_LIB_PROVIDER");
     unsetenv("FABRIC_LIB_IPC_LAUNCHER_COPIES");
+    unsetenv("FABRIC_LIB_IPC_LAUNCHER_PIECES");
   }
 
   // A builder that would succeed: tcp on loopback.
@@ -76,7 +77,8 @@ TEST_F(BuilderTest, RejectsEmptyGroupInterfaceName) {
 
 // The IPC backend's GPU copy settings are checked in every build, with or without CUDA: a copy
 // mode it does not know, and a launcher threshold in the environment that is not a plain number,
-// are InvalidArgument naming the setting; 0 (no launcher thread) and a number build.
+// are InvalidArgument naming the setting; 0 (no launcher thread) and a number build; the
+// threshold's old variable is InvalidArgument naming the new one.
 TEST_F(BuilderTest, RejectsBadIpcCopySettings) {
   EXPECT_EQ(code_of(good().ipc_gpu_copies("fast")), ErrorCode::kInvalidArgument);
   for (const char* bad : {"abc", "-1", " 12", "+12", "12x", "99999999999999999999999"}) {
@@ -92,6 +94,13 @@ TEST_F(BuilderTest, RejectsBadIpcCopySettings) {
   }
   unsetenv("FABRIC_LIB_IPC_LAUNCHER_COPIES");
   EXPECT_EQ(code_of(good().ipc_launcher_copies(0)), ErrorCode::kOk);
+  // The variable's old name (it counted kernel pieces) is refused with the new one named, not
+  // silently ignored.
+  setenv("FABRIC_LIB_IPC_LAUNCHER_PIECES", "1024", 1);
+  Result<std::unique_ptr<TransferEngine>> r = good().build();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("FABRIC_LIB_IPC_LAUNCHER_COPIES"), std::string::npos) << r.status().message();
 }
 
 // A provider libfabric does not know is an error Status (ProviderError or NotFound), not an abort.
