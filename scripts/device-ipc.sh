@@ -20,21 +20,8 @@
 # Adds to $OUT: ipc_bench.csv, ipc_bench_split.csv, ipc_gather_vs_torch.csv (the other output goes into device-tests.log, bench.txt and
 # summary.txt).
 
-t0=$(date +%s)
-stamp "ipc device tests"
-echo "== device_tests --gtest_filter='Ipc/*:CopyEngine*' ($(nvidia-smi -L 2>/dev/null | wc -l) GPU(s))" >>"$out/device-tests.log"
-timeout 300 "$device_tests" --gtest_color=no --gtest_filter='Ipc/*:CopyEngine*' >>"$out/device-tests.log" 2>&1
-status=$?
-result ipc-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\] .* ran" "$out/device-tests.log" | tail -n 30 | tee -a "$out/summary.txt" >&2
-
-t0=$(date +%s)
-stamp "ipc python (torch tensors between processes)"
-echo "== pytest tests/device/ipc_python" >>"$out/device-tests.log"
-(cd "$out" && PYTHONPATH="$build/python" timeout 240 "$py" -m pytest -v -s -rA -p no:cacheprovider \
-  -o faulthandler_timeout=200 "$root/tests/device/ipc_python") >>"$out/device-tests.log" 2>&1
-status=$?
-result ipc-python "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+# shellcheck source=device-ipc-tests.sh
+source "$root/scripts/device-ipc-tests.sh"
 
 t0=$(date +%s)
 stamp "ipc bandwidth and latency (fabric-bench --provider ipc)"
