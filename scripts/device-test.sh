@@ -18,6 +18,8 @@
 #           alone, FABRIC_LIB_DEVICE_STEPS=ipc (about 5 minutes; $OUT then holds 6 files).
 #   ipctests (not by default; part of ipc) the ipc device tests and the torch test only
 #           (scripts/device-ipc-tests.sh), alone.
+#   ipcshape (not by default) the page-copy kernel's shape A/B: piece size x loads per lane
+#           (scripts/device-ipc-shape.sh), with the copy engine's kernel tests.
 #   ipcgather (not by default; part of ipc) paged writes over ipc against torch index_copy_ and a
 #           contiguous copy_ of 4096 scattered pages (scripts/device-ipc-gather.sh), alone.
 #   ipclauncher (not by default; part of ipc) the copy engine's launcher thread A/B
@@ -105,10 +107,10 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
     -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON -DFABRIC_LIB_PYTHON=ON -DPython3_EXECUTABLE="$py" \
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target $(want cpu && echo unit_tests integration_tests) \
-      $(want device || want bench || want ipc || want ipctests && echo device_tests) \
+      $(want device || want bench || want ipc || want ipctests || want ipcshape && echo device_tests) \
       $(want ipcprofile && echo engine-overhead-bench ipc-domain-bench fabric-bench) \
       $(want python || want ipc || want ipctests || want ipcgather || want ipcprofile || want moe || want kv || want weights && echo fabric_device_kernels _fabric_lib) \
-      $( (want ipc || want ipclauncher || want hostbench) && echo fabric-bench) \
+      $( (want ipc || want ipclauncher || want ipcshape || want hostbench) && echo fabric-bench) \
       $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests) \
       $(want moe && echo moe_device_tests moe_device_rank moe_memory _moe) \
       $(want weights && echo _fabric_lib_weights weights_fp8_device_check weights_integration_tests fabric-weights-bench)
@@ -186,6 +188,11 @@ fi
 if want ipctests && ! want ipc; then
   # shellcheck source=device-ipc-tests.sh
   source "$root/scripts/device-ipc-tests.sh"
+fi
+
+if want ipcshape; then
+  # shellcheck source=device-ipc-shape.sh
+  source "$root/scripts/device-ipc-shape.sh"
 fi
 
 if want ipcgather && ! want ipc; then

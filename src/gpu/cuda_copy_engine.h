@@ -71,6 +71,11 @@ class CudaCopyEngine final : public CopyEngine {
     // The thread runs on the process's CPUs less the creating thread's, when that thread is
     // pinned to one (a group worker): sharing the worker's core would undo the point of it.
     size_t launcher_copies = kDefaultLauncherCopies;
+    // Page-copy kernel shape: a flush whose copies make fewer than this many 16 KiB pieces is cut
+    // into smaller pieces (down to 2 KiB) so that its launches run more warps; 0: always 16 KiB.
+    size_t min_launch_warps = 0;
+    // 16-byte loads a lane of the page-copy kernel keeps in flight: 4 or 8.
+    uint32_t loads_per_lane = 4;
   };
   explicit CudaCopyEngine(Options options);
   ~CudaCopyEngine() override;
@@ -221,6 +226,7 @@ class CudaCopyEngine final : public CopyEngine {
   std::pmr::unsynchronized_pool_resource pool_;
   std::vector<Flushed> spare_;  // retired flushes: empty vectors with capacity
   std::vector<const Queued*> small_;       // flush()'s kernel/batch copies
+  uint32_t piece_shift_ = kPageCopyPieceShift;  // flush()'s page-copy pieces: 1 << piece_shift_ bytes
   std::vector<const CopyRequest*> plain_;  // flush()'s plain cudaMemcpyAsync copies, before merging
   std::map<int, DeviceState> devices_;
   std::vector<cudaEvent_t> free_events_;

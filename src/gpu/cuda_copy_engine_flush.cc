@@ -27,8 +27,8 @@ cudaError_t for_each_segment(const CopyRequest& r, F&& f) {
   return cudaSuccess;
 }
 
-// Kernel pieces of a request: each segment's (or the plain copy's).
-size_t pieces_of(const CopyRequest& r) { return page_copy_pieces(r.length) * segment_count(r); }
+// Kernel pieces of a request at pieces of 1 << shift bytes: each segment's (or the plain copy's).
+size_t pieces_of(const CopyRequest& r, uint32_t shift) { return page_copy_pieces(r.length, shift) * segment_count(r); }
 
 // Whether `r`, after `prev` (null: the first) in a launch, needs a kernel run of its own: a gather
 // always (its bases and offsets), a plain copy unless it follows a plain copy of the same length
@@ -83,7 +83,7 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
   size_t copies = 0, pieces = 0;
   for (const Queued* q : small) {
     if (!q->pinned) copies += segment_count(q->request);
-    pieces += pieces_of(q->request);
+    pieces += pieces_of(q->request, piece_shift_);
   }
   if (pieces > UINT32_MAX) return cudaErrorInvalidValue;  // more warps than a launch counts
   SegmentBuffer b;
@@ -105,6 +105,8 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
   PageCopyLaunch& launch = op.launch;
   launch.run_count = 0;
   launch.warps = 0;
+  launch.piece_shift = piece_shift_;
+  launch.loads_per_lane = options_.loads_per_lane;
   size_t k = 0;
   const CopyRequest* prev = nullptr;
   for (const Queued* q : small) {
@@ -130,7 +132,7 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
       k += segment_count(r);
     }
     run.copies += static_cast<uint32_t>(segment_count(r));
-    launch.warps += static_cast<uint32_t>(pieces_of(r));
+    launch.warps += static_cast<uint32_t>(pieces_of(r, piece_shift_));
     prev = &r;
   }
   return cudaSuccess;
@@ -245,8 +247,16 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
   // Kernel mode: one launch for the whole flush, or, past kPiecesPerLaunch pieces, launches of
   // about equal size on different streams, so that they run side by side. A request's pieces
   // stay in one launch (its op completes with that launch's stream). Batch mode: one call.
-  size_t total = 0;
-  for (const Queued* q : small) total += pieces_of(q->request);
+  // Pieces of 16 KiB, or smaller ones where the flush would otherwise launch fewer warps than
+  // options_.min_launch_warps.
+  auto pieces_at = [&](uint32_t shift) {
+    size_t n = 0;
+    for (const Queued* q : small) n += pieces_of(q->request, shift);
+    return n;
+  };
+  piece_shift_ = kPageCopyPieceShift;
+  size_t total = pieces_at(piece_shift_);
+  while (piece_shift_ > kPageCopyMinPieceShift && total < options_.min_launch_warps) total = pieces_at(--piece_shift_);
   const size_t per_launch = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : std::max(kPiecesPerLaunch, (total + n - 1) / n);
   const size_t max_runs = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : kMaxPageCopyRuns;
   for (size_t i = 0; i < small.size();) {
@@ -254,8 +264,9 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     size_t pieces = 0, runs = 0;
     while (j < small.size()) {
       const size_t more_runs = runs + (opens_run(j == i ? nullptr : &small[j - 1]->request, small[j]->request) ? 1 : 0);
-      if (j > i && (pieces + pieces_of(small[j]->request) > per_launch || more_runs > max_runs)) break;
-      pieces += pieces_of(small[j]->request);
+      const size_t more = pieces_of(small[j]->request, piece_shift_);
+      if (j > i && (pieces + more > per_launch || more_runs > max_runs)) break;
+      pieces += more;
       runs = more_runs;
       ++j;
     }

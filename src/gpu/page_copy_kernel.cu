@@ -11,6 +11,7 @@ constexpr uint32_t kThreads = 256;
 constexpr uint32_t kWarps = kThreads / 32;
 constexpr uint64_t kWarpStep = 32 * 16;  // bytes one warp moves with one 16-byte access per lane
 
+template <int kLoads>
 __global__ void page_copy_kernel(const __grid_constant__ PageCopyLaunch launch) {
   const uint32_t warp = blockIdx.x * kWarps + threadIdx.x / 32;
   if (warp >= launch.warps) return;  // whole warps leave: the shuffles below see full warps only
@@ -23,10 +24,12 @@ __global__ void page_copy_kernel(const __grid_constant__ PageCopyLaunch launch) 
     else hi = mid;
   }
   const PageCopyRun& run = launch.runs[lo];
-  const uint32_t pieces = static_cast<uint32_t>((run.length + kPageCopyPieceBytes - 1) / kPageCopyPieceBytes);
+  const uint32_t shift = launch.piece_shift;
+  const uint64_t piece_bytes = uint64_t{1} << shift;
+  const uint32_t pieces = static_cast<uint32_t>((run.length + piece_bytes - 1) >> shift);
   const uint32_t k = warp - run.first_warp;
   const uint32_t copy = k / pieces;
-  const uint64_t at = uint64_t{k % pieces} * kPageCopyPieceBytes;
+  const uint64_t at = uint64_t{k % pieces} << shift;
   // The pair lives in host memory: two lanes read its two words at once (one round trip over
   // PCIe), the warp shares them.
   uint64_t word = 0;
@@ -35,7 +38,7 @@ __global__ void page_copy_kernel(const __grid_constant__ PageCopyLaunch launch) 
   const uint64_t dst_offset = __shfl_sync(0xffffffffu, word, 1);
   const auto* src = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(run.src) + src_offset + at);
   auto* dst = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(run.dst) + dst_offset + at);
-  const uint64_t length = run.length - at < kPageCopyPieceBytes ? run.length - at : kPageCopyPieceBytes;
+  const uint64_t length = run.length - at < piece_bytes ? run.length - at : piece_bytes;
   const bool aligned = ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15) == 0;
   if (!aligned) {
     for (uint64_t t = lane; t < length; t += 32) dst[t] = src[t];
@@ -43,16 +46,13 @@ __global__ void page_copy_kernel(const __grid_constant__ PageCopyLaunch launch) 
   }
   const uint64_t whole = length / 16 * 16;
   uint64_t i = uint64_t{lane} * 16;
-  // Four loads in flight per lane before their stores (a 4 KiB page: two rounds).
-  for (; i + 3 * kWarpStep < whole; i += 4 * kWarpStep) {
-    const uint4 a = __ldg(reinterpret_cast<const uint4*>(src + i));
-    const uint4 b = __ldg(reinterpret_cast<const uint4*>(src + i + kWarpStep));
-    const uint4 c = __ldg(reinterpret_cast<const uint4*>(src + i + 2 * kWarpStep));
-    const uint4 d = __ldg(reinterpret_cast<const uint4*>(src + i + 3 * kWarpStep));
-    *reinterpret_cast<uint4*>(dst + i) = a;
-    *reinterpret_cast<uint4*>(dst + i + kWarpStep) = b;
-    *reinterpret_cast<uint4*>(dst + i + 2 * kWarpStep) = c;
-    *reinterpret_cast<uint4*>(dst + i + 3 * kWarpStep) = d;
+  // kLoads loads in flight per lane before their stores (a 4 KiB page: 8 in all).
+  for (; i + (kLoads - 1) * kWarpStep < whole; i += kLoads * kWarpStep) {
+    uint4 v[kLoads];
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) v[l] = __ldg(reinterpret_cast<const uint4*>(src + i + l * kWarpStep));
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) *reinterpret_cast<uint4*>(dst + i + l * kWarpStep) = v[l];
   }
   for (; i < whole; i += kWarpStep) *reinterpret_cast<uint4*>(dst + i) = __ldg(reinterpret_cast<const uint4*>(src + i));
   for (uint64_t t = whole + lane; t < length; t += 32) dst[t] = src[t];  // < 16 bytes
@@ -66,12 +66,17 @@ __global__ void page_copy_kernel(const __grid_constant__ PageCopyLaunch launch) 
 
 cudaError_t load_page_copy_kernel() {
   cudaFuncAttributes attr;
-  return cudaFuncGetAttributes(&attr, page_copy_kernel);
+  cudaError_t e = cudaFuncGetAttributes(&attr, page_copy_kernel<4>);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, page_copy_kernel<8>);
+  return e;
 }
 
 cudaError_t launch_page_copy(const PageCopyLaunch& launch, cudaStream_t stream) {
   if (launch.warps == 0 || launch.run_count == 0) return cudaSuccess;
-  page_copy_kernel<<<(launch.warps + kWarps - 1) / kWarps, kThreads, 0, stream>>>(launch);
+  if (launch.piece_shift < kPageCopyMinPieceShift || launch.piece_shift > 30) return cudaErrorInvalidValue;
+  const uint32_t blocks = (launch.warps + kWarps - 1) / kWarps;
+  if (launch.loads_per_lane == 8) page_copy_kernel<8><<<blocks, kThreads, 0, stream>>>(launch);
+  else page_copy_kernel<4><<<blocks, kThreads, 0, stream>>>(launch);
   return cudaGetLastError();
 }
 

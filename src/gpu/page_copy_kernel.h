@@ -35,8 +35,12 @@ struct PageCopyRun {
   uint32_t first_warp;               // warps of the launch's earlier runs
 };
 
-// Bytes per piece: a multiple of 16, so aligned copies stay aligned piece by piece.
-inline constexpr uint64_t kPageCopyPieceBytes = 16 * 1024;
+// Bytes per piece: 1 << shift, a multiple of 16, so aligned copies stay aligned piece by piece.
+// The engine uses kPageCopyPieceShift (16 KiB) unless a launch would have too few warps to keep
+// the GPU's memory busy; it then cuts pieces as small as 1 << kPageCopyMinPieceShift (2 KiB).
+inline constexpr uint32_t kPageCopyPieceShift = 14;
+inline constexpr uint32_t kPageCopyMinPieceShift = 11;
+inline constexpr uint64_t kPageCopyPieceBytes = uint64_t{1} << kPageCopyPieceShift;
 // Runs one launch carries in its parameters (64 * 40 B: well inside the 4 KiB a launch may pass).
 inline constexpr uint32_t kMaxPageCopyRuns = 64;
 
@@ -44,11 +48,13 @@ struct PageCopyLaunch {
   PageCopyRun runs[kMaxPageCopyRuns];
   uint32_t run_count = 0;
   uint32_t warps = 0;  // one per piece of every run
+  uint32_t piece_shift = kPageCopyPieceShift;  // pieces of 1 << piece_shift bytes
+  uint32_t loads_per_lane = 4;                 // 16-byte loads a lane keeps in flight: 4 or 8
 };
 
 // How many pieces (warps) a copy of `length` bytes becomes (at least 1).
-inline uint64_t page_copy_pieces(uint64_t length) {
-  return length == 0 ? 1 : (length + kPageCopyPieceBytes - 1) / kPageCopyPieceBytes;
+inline uint64_t page_copy_pieces(uint64_t length, uint32_t shift = kPageCopyPieceShift) {
+  return length == 0 ? 1 : (length + (uint64_t{1} << shift) - 1) >> shift;
 }
 
 // Launches the kernel over `launch`'s runs on `stream` (whose device must reach every source and

@@ -67,6 +67,13 @@ class CopyEngineKernel : public ::testing::Test {
     ASSERT_EQ(cudaMemcpy(dst_.ptr, host_dst_.data(), kBytes, cudaMemcpyHostToDevice), cudaSuccess);
   }
 
+  // The target back to its initial bytes (between runs of the same copies in other kernel shapes,
+  // so that a copy the second shape leaves out shows).
+  void clear_target() {
+    host_dst_.assign(kBytes, 0x5a);
+    ASSERT_EQ(cudaMemcpy(dst_.ptr, host_dst_.data(), kBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+
   gpu::CopyRequest request(uint64_t op, uint64_t src_offset, uint64_t dst_offset, uint64_t length) const {
     return device_copy(op, src_.bytes() + src_offset, dst_.bytes() + dst_offset, length);
   }
@@ -126,6 +133,22 @@ gpu::CudaCopyEngine::Options kernel_mode(Issue issue = Issue::kWordsLauncher) {
   o.mode = gpu::GpuCopyMode::kKernel;
   o.completion_words = issue != Issue::kEvents;
   o.launcher_copies = issue == Issue::kWordsLauncher ? 1 : 0;  // every flush to the launcher, or none
+  return o;
+}
+
+// The page-copy kernel's shapes: 16 KiB pieces with 4 loads in flight per lane (the default) and
+// with 8, and the smallest pieces (2 KiB: every flush has fewer warps than asked for) with 8 (a
+// 2 KiB piece is too short for one round of 8: the single-load tail moves it) and with 4.
+struct KernelShape {
+  size_t min_launch_warps;
+  uint32_t loads_per_lane;
+};
+constexpr KernelShape kKernelShapes[] = {{0, 4}, {0, 8}, {size_t{1} << 30, 8}, {size_t{1} << 30, 4}};
+
+gpu::CudaCopyEngine::Options kernel_mode(KernelShape shape) {
+  gpu::CudaCopyEngine::Options o = kernel_mode();
+  o.min_launch_warps = shape.min_launch_warps;
+  o.loads_per_lane = shape.loads_per_lane;
   return o;
 }
 
@@ -272,39 +295,49 @@ TEST(CopyEngineLauncher, SmallFlushesBehindALargeOneDoNotOvertakeIt) {
 // Gathers of 4 KiB pages, of 40 KiB (three pieces, the last partial) and of 4097 bytes at odd
 // offsets (the byte-wise path), in one flush with each other.
 TEST_F(CopyEngineKernel, GathersOfWholePartialAndUnalignedPiecesMoveTheirBytes) {
-  gpu::CudaCopyEngine engine(kernel_mode());
-  ASSERT_TRUE(engine.prepare(0).ok());
-  std::vector<std::vector<gpu::CopySegment>> segments(3);
-  std::vector<gpu::CopyRequest> requests;
-  // 512 pages of 4 KiB from the first MiB... reversed into the second and third MiB.
-  for (uint64_t i = 0; i < 512; ++i) segments[0].push_back({(i * 7 % 256) * 4096, (511 - i) * 4096});
-  requests.push_back(request(1, 0, 1 << 20, 4096));
-  // 20 copies of 40 KiB, strided by 48 KiB at both ends.
-  for (uint64_t i = 0; i < 20; ++i) segments[1].push_back({i * 48 * 1024, (19 - i) * 48 * 1024});
-  requests.push_back(request(2, 3 << 20, 4 << 20, 40 * 1024));
-  // 30 copies of 4097 bytes at offsets that are not multiples of 16.
-  for (uint64_t i = 0; i < 30; ++i) segments[2].push_back({i * 5003 + 3, i * 4099 + 1});
-  requests.push_back(request(3, 6 << 20, 6 << 20, 4097));
-  for (size_t k = 0; k < 3; ++k) requests[k].segments = segments[k];
-  run(engine, requests);
+  for (const KernelShape shape : kKernelShapes) {
+    SCOPED_TRACE(::testing::Message() << "min warps " << shape.min_launch_warps << ", loads " << shape.loads_per_lane);
+    clear_target();
+    gpu::CudaCopyEngine engine(kernel_mode(shape));
+    ASSERT_TRUE(engine.prepare(0).ok());
+    std::vector<std::vector<gpu::CopySegment>> segments(3);
+    std::vector<gpu::CopyRequest> requests;
+    // 512 pages of 4 KiB from the first MiB... reversed into the second and third MiB.
+    for (uint64_t i = 0; i < 512; ++i) segments[0].push_back({(i * 7 % 256) * 4096, (511 - i) * 4096});
+    requests.push_back(request(1, 0, 1 << 20, 4096));
+    // 20 copies of 40 KiB, strided by 48 KiB at both ends.
+    for (uint64_t i = 0; i < 20; ++i) segments[1].push_back({i * 48 * 1024, (19 - i) * 48 * 1024});
+    requests.push_back(request(2, 3 << 20, 4 << 20, 40 * 1024));
+    // 30 copies of 4097 bytes at offsets that are not multiples of 16.
+    for (uint64_t i = 0; i < 30; ++i) segments[2].push_back({i * 5003 + 3, i * 4099 + 1});
+    requests.push_back(request(3, 6 << 20, 6 << 20, 4097));
+    for (size_t k = 0; k < 3; ++k) requests[k].segments = segments[k];
+    run(engine, requests);
+    if (HasFailure()) return;
+  }
 }
 
 // 200 plain copies whose lengths change every copy (a kernel run each: more than one launch's
 // kMaxPageCopyRuns), then 300 of one length (one shared run), interleaved with a gather.
 TEST_F(CopyEngineKernel, PlainCopiesOfManyLengthsAndOneLengthMoveTheirBytes) {
-  gpu::CudaCopyEngine engine(kernel_mode());
-  ASSERT_TRUE(engine.prepare(0).ok());
-  std::vector<gpu::CopyRequest> requests;
-  for (uint64_t i = 0; i < 200; ++i) {
-    const uint64_t length = 1000 + (i % 3) * 4096 + i;  // 1 to 3 pieces, never 16-byte aligned ends
-    requests.push_back(request(100 + i, i * 20000, kBytes - (i + 1) * 20000, length));
+  for (const KernelShape shape : kKernelShapes) {
+    SCOPED_TRACE(::testing::Message() << "min warps " << shape.min_launch_warps << ", loads " << shape.loads_per_lane);
+    clear_target();
+    gpu::CudaCopyEngine engine(kernel_mode(shape));
+    ASSERT_TRUE(engine.prepare(0).ok());
+    std::vector<gpu::CopyRequest> requests;
+    for (uint64_t i = 0; i < 200; ++i) {
+      const uint64_t length = 1000 + (i % 3) * 4096 + i;  // 1 to 3 pieces, never 16-byte aligned ends
+      requests.push_back(request(100 + i, i * 20000, kBytes - (i + 1) * 20000, length));
+    }
+    std::vector<gpu::CopySegment> gather;
+    for (uint64_t i = 0; i < 64; ++i) gather.push_back({i * 8192, i * 4096});
+    requests.push_back(request(99, 5 << 20, 0, 4096));
+    requests.back().segments = gather;
+    for (uint64_t i = 0; i < 300; ++i) requests.push_back(request(400 + i, i * 4096, (1 << 20) + i * 4096, 2048));
+    run(engine, requests);
+    if (HasFailure()) return;
   }
-  std::vector<gpu::CopySegment> gather;
-  for (uint64_t i = 0; i < 64; ++i) gather.push_back({i * 8192, i * 4096});
-  requests.push_back(request(99, 5 << 20, 0, 4096));
-  requests.back().segments = gather;
-  for (uint64_t i = 0; i < 300; ++i) requests.push_back(request(400 + i, i * 4096, (1 << 20) + i * 4096, 2048));
-  run(engine, requests);
 }
 
 // Gathers written straight into the engine's pinned room (as the ipc domain writes a paged
