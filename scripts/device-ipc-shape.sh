@@ -1,7 +1,7 @@
 # The "ipcshape" step of scripts/device-test.sh (not by default; sourced by it after its build;
 # uses its $root, $build, $out, $device_tests, stamp and result): the page-copy kernel's shape,
 # A/B'd in one build. First the copy engine's kernel tests (CopyEngine*: every shape moves its
-# bytes), then fabric-bench paged writes over ipc — 64 x 64 KiB, 64 x 256 KiB and 4096 x 4 KiB
+# bytes), then fabric-bench paged writes over ipc — 64 x 256 KiB and 4096 x 4 KiB
 # pages per request, window 16 — with FABRIC_LIB_IPC_LAUNCH_WARPS (a flush cut into pieces
 # smaller than 16 KiB, down to 2 KiB, until its launches run this many warps; 0: always 16 KiB)
 # and FABRIC_LIB_IPC_COPY_LOADS (16-byte loads in flight per lane: 4 or 8), alternating over two
@@ -23,12 +23,12 @@ for round in 1 2; do
   for shape in 0:4 0:8 8192:8; do
     warps=${shape%:*} loads=${shape#*:}
     for pages in 64 4096; do
-      sizes=64KiB,256KiB
+      sizes=256KiB
       [ "$pages" = 4096 ] && sizes=4KiB
       echo "-- round $round, min warps $warps, loads $loads, $pages pages of $sizes" >>"$out/bench.txt"
       FABRIC_LIB_IPC_LAUNCH_WARPS=$warps FABRIC_LIB_IPC_COPY_LOADS=$loads timeout 90 "$build/tools/fabric-bench" \
         --local --quiet --provider ipc --mode paged --domains 1 "${spin[@]}" --page-sizes "$sizes" \
-        --pages-per-request "$pages" --window 16 --max-inflight 4GiB --max-region 2GiB --duration 0.3 \
+        --pages-per-request "$pages" --window 16 --max-inflight 4GiB --max-region 2GiB --duration 0.2 \
         >"$out/shape-ab.txt" 2>&1 || status=1
       cat "$out/shape-ab.txt" >>"$out/bench.txt"
       grep -E "^paged" "$out/shape-ab.txt" | sed "s/^/shape w$warps l$loads r$round: /" >>"$out/summary.txt"
