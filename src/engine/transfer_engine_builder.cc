@@ -152,6 +152,21 @@ namespace {
 
 using Options = TransferEngineBuilder::Options;
 
+// A count from the environment variable `name`, if it is set: digits only (strtoull alone would
+// take "-1" as 2^64 - 1, and " 12"). `what` says what the number means, for the error.
+Status count_from_env(const char* name, const char* what, size_t* out) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return ok_status();
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(env, &end, 10);
+  if (!std::isdigit(static_cast<unsigned char>(env[0])) || *end != '\0' || errno == ERANGE) {
+    return invalid_argument(std::string(name) + " must be " + what + ", not '" + env + "'");
+  }
+  *out = static_cast<size_t>(n);
+  return ok_status();
+}
+
 // Environment variables override what the code configured; read here, once per build().
 Status apply_environment(Options& o) {
   if (const char* env = std::getenv("FABRIC_LIB_PROVIDER"); env && *env) o.provider = env;
@@ -179,17 +194,19 @@ Status apply_environment(Options& o) {
         "FABRIC_LIB_IPC_LAUNCHER_PIECES is gone: the launcher threshold counts copies (a paged write's pages) "
         "since 2026-12-05; set FABRIC_LIB_IPC_LAUNCHER_COPIES (docs/gpu.md)");
   }
-  if (const char* env = std::getenv("FABRIC_LIB_IPC_LAUNCHER_COPIES"); env && *env) {
-    // Digits only: strtoull would take "-1" (as 2^64 - 1) and " 12".
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long copies = std::strtoull(env, &end, 10);
-    if (!std::isdigit(static_cast<unsigned char>(env[0])) || *end != '\0' || errno == ERANGE) {
-      return invalid_argument(std::string("FABRIC_LIB_IPC_LAUNCHER_COPIES must be a number of copies (0: no launcher thread), not '") +
-                              env + "'");
-    }
-    o.ipc_launcher_copies = static_cast<size_t>(copies);
+  Status s = count_from_env("FABRIC_LIB_IPC_LAUNCHER_COPIES", "a number of copies (0: no launcher thread)",
+                             &o.ipc_launcher_copies);
+  if (!s.ok()) return s;
+  s = count_from_env("FABRIC_LIB_IPC_LAUNCH_WARPS", "a number of warps (0: 16 KiB pieces always)", &o.ipc_min_launch_warps);
+  if (!s.ok()) return s;
+  size_t loads = o.ipc_loads_per_lane;
+  s = count_from_env("FABRIC_LIB_IPC_COPY_LOADS", "4 or 8 (loads in flight per lane)", &loads);
+  if (!s.ok()) return s;
+  if (loads != 4 && loads != 8) {
+    return invalid_argument("FABRIC_LIB_IPC_COPY_LOADS must be 4 or 8 (loads in flight per lane), not '" +
+                            std::to_string(loads) + "'");
   }
+  o.ipc_loads_per_lane = static_cast<uint32_t>(loads);
   return ok_status();
 }
 
@@ -266,6 +283,8 @@ Result<std::unique_ptr<TransferEngine>> TransferEngineBuilder::build() const {
   backend.want_hmem = gpu::kHaveCuda && o.gpu_memory_on_nic;
   gpu::parse_gpu_copy_mode(o.ipc_gpu_copies.c_str(), &backend.ipc_copies.mode);
   backend.ipc_copies.launcher_copies = o.ipc_launcher_copies;
+  backend.ipc_copies.min_launch_warps = o.ipc_min_launch_warps;
+  backend.ipc_copies.loads_per_lane = o.ipc_loads_per_lane;
   backend.reorder_seed = o.reorder_seed;
   backend.want_wait_fd = o.core.idle_policy != IdlePolicy::kSpin;
   backend.decorate = o.decorate_domains;

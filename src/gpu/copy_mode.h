@@ -25,6 +25,10 @@ struct GpuCopySettings {
   // Flushes of at least this many copies go to the launcher thread; 0: no launcher thread
   // (every flush is issued on the group's worker).
   size_t launcher_copies = kDefaultLauncherCopies;
+  // The page-copy kernel's shape (CudaCopyEngine::Options; diagnosis only, set by the
+  // environment: FABRIC_LIB_IPC_LAUNCH_WARPS, FABRIC_LIB_IPC_COPY_LOADS; docs/gpu.md).
+  size_t min_launch_warps = 0;
+  uint32_t loads_per_lane = 4;
 };
 
 // "auto", "memcpy", "batch", "kernel"; false for anything else.

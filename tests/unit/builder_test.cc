@@ -98,9 +98,35 @@ TEST_F(BuilderTest, RejectsBadIpcCopySettings) {
   // silently ignored.
   setenv("FABRIC_LIB_IPC_LAUNCHER_PIECES", "1024", 1);
   Result<std::unique_ptr<TransferEngine>> r = good().build();
+  unsetenv("FABRIC_LIB_IPC_LAUNCHER_PIECES");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("FABRIC_LIB_IPC_LAUNCHER_COPIES"), std::string::npos) << r.status().message();
+}
+
+// The page-copy kernel's shape (diagnosis variables): a count of warps, and 4 or 8 loads per
+// lane; anything else is refused with the variable named.
+TEST_F(BuilderTest, RejectsBadIpcKernelShapeSettings) {
+  const std::pair<const char*, std::vector<const char*>> cases[] = {
+      {"FABRIC_LIB_IPC_LAUNCH_WARPS", {"abc", "-1", " 12", "12x", "99999999999999999999999"}},
+      {"FABRIC_LIB_IPC_COPY_LOADS", {"abc", "-4", "0", "2", "6", "16", "8x"}},
+  };
+  for (const auto& [name, bads] : cases) {
+    for (const char* bad : bads) {
+      setenv(name, bad, 1);
+      Result<std::unique_ptr<TransferEngine>> r = good().build();
+      unsetenv(name);
+      ASSERT_FALSE(r.ok()) << name << "='" << bad << "' accepted";
+      EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument) << name << "=" << bad;
+      EXPECT_NE(r.status().message().find(name), std::string::npos) << r.status().message();
+    }
+  }
+  for (const auto& [name, value] : {std::pair{"FABRIC_LIB_IPC_LAUNCH_WARPS", "0"}, std::pair{"FABRIC_LIB_IPC_LAUNCH_WARPS", "8192"},
+                                    std::pair{"FABRIC_LIB_IPC_COPY_LOADS", "4"}, std::pair{"FABRIC_LIB_IPC_COPY_LOADS", "8"}}) {
+    setenv(name, value, 1);
+    EXPECT_EQ(code_of(good()), ErrorCode::kOk) << name << "=" << value;
+    unsetenv(name);
+  }
 }
 
 // A provider libfabric does not know is an error Status (ProviderError or NotFound), not an abort.

@@ -165,9 +165,8 @@ GpuBackendFactory cuda_gpu_backend_factory(const gpu::GpuCopySettings& copies, s
     gpu::CudaCopyEngine::Options options;
     options.mode = copies.mode;
     options.launcher_copies = copies.launcher_copies;
-    // Experiment (copy-shape A/B, not for users): the page-copy kernel's shape.
-    if (const char* e = std::getenv("FABRIC_LIB_IPC_LAUNCH_WARPS"); e && *e) options.min_launch_warps = std::strtoull(e, nullptr, 10);
-    if (const char* e = std::getenv("FABRIC_LIB_IPC_COPY_LOADS"); e && *e) options.loads_per_lane = std::strtoul(e, nullptr, 10) == 8 ? 8 : 4;
+    options.min_launch_warps = copies.min_launch_warps;
+    options.loads_per_lane = copies.loads_per_lane;
     return CudaGpuBackend::create(options, group);
   };
 }
