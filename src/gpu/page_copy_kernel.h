@@ -6,8 +6,8 @@
 // What the GPU reads: the launch's runs travel in the kernel's parameters (constant memory, no
 // round trip over PCIe); each run's copies are 16-byte offset pairs in pinned host memory, which
 // the host fills with one memcpy of a paged write's page offsets. Every copy is split into pieces
-// of at most kPageCopyPieceBytes, one warp per piece, with 16-byte accesses where both ends are
-// aligned. (Until 2026-12-03 the host wrote a 24-byte pointer/length triple per piece; on one
+// of at most 1 << PageCopyLaunch::piece_shift bytes (16 KiB unless the engine asks for more
+// warps), one warp per piece, with 16-byte accesses where both ends are aligned. (Until 2026-12-03 the host wrote a 24-byte pointer/length triple per piece; on one
 // H200's host that fill took 15-25 us of a 4096-page request's CPU time.)
 #pragma once
 
