@@ -20,7 +20,7 @@ stamp "ipc page-copy kernel shape A/B (FABRIC_LIB_IPC_LAUNCH_WARPS x FABRIC_LIB_
 echo "== fabric-bench --provider ipc --mode paged, kernel shapes" >>"$out/bench.txt"
 status=0
 for round in 1 2; do
-  for shape in 0:4 0:8 8192:8; do
+  for shape in 0:4 0:8 8192:4 8192:8; do
     warps=${shape%:*} loads=${shape#*:}
     for pages in 64 4096; do
       sizes=256KiB
