@@ -1,5 +1,5 @@
 # The "ipcshape" step of scripts/device-test.sh (not by default; sourced by it after its build;
-# uses its $root, $build, $out, $device_tests, stamp and result): the page-copy kernel's shape,
+# uses its $root, $build, $out, gtest_step, stamp and result): the page-copy kernel's shape,
 # A/B'd in one build. First the copy engine's kernel tests (CopyEngine*: every shape moves its
 # bytes), then fabric-bench paged writes over ipc — 64 x 256 KiB and 4096 x 4 KiB
 # pages per request, window 16 — with FABRIC_LIB_IPC_LAUNCH_WARPS (a flush cut into pieces
@@ -8,12 +8,7 @@
 # rounds. Rows go to summary.txt as "shape w<warps> l<loads> r<round>: paged ...".
 spin=()
 [ "$(nproc)" -ge 8 ] && spin=(--spin --target-spin)
-t0=$(date +%s)
-stamp "copy engine kernel tests (CopyEngine*)"
-timeout 200 "$device_tests" --gtest_color=no --gtest_filter='CopyEngine*' >>"$out/device-tests.log" 2>&1
-status=$?
-result copy-engine-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
-grep -E "^\[  (PASSED|FAILED) |^\[==========\] .* ran" "$out/device-tests.log" | tail -n 8 | tee -a "$out/summary.txt" >&2
+gtest_step copy-engine-tests 'CopyEngine*' 200
 
 t0=$(date +%s)
 stamp "ipc page-copy kernel shape A/B (FABRIC_LIB_IPC_LAUNCH_WARPS x FABRIC_LIB_IPC_COPY_LOADS)"

@@ -1,14 +1,8 @@
 # The "ipc-tests" and "ipc-python" sub-steps of the ipc step (scripts/device-ipc.sh), also a step of
 # their own, FABRIC_LIB_DEVICE_STEPS=ipctests (sourced by scripts/device-test.sh after its build;
-# uses its $root, $build, $out, $py, $device_tests, stamp and result): the ipc domain's and the
+# uses its $root, $build, $out, $py, gtest_step, stamp and result): the ipc domain's and the
 # copy engine's device tests and the torch test, without the benchmarks (about 2 minutes).
-t0=$(date +%s)
-stamp "ipc device tests"
-echo "== device_tests --gtest_filter='Ipc/*:CopyEngine*' ($(nvidia-smi -L 2>/dev/null | wc -l) GPU(s))" >>"$out/device-tests.log"
-timeout 300 "$device_tests" --gtest_color=no --gtest_filter='Ipc/*:CopyEngine*' >>"$out/device-tests.log" 2>&1
-status=$?
-result ipc-tests "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\] .* ran" "$out/device-tests.log" | tail -n 30 | tee -a "$out/summary.txt" >&2
+gtest_step ipc-tests 'Ipc/*:CopyEngine*' 300
 
 t0=$(date +%s)
 stamp "ipc python (torch tensors between processes)"

@@ -73,6 +73,18 @@ result() {  # step, status, seconds
   [ "$2" = ok ] || rc=1
 }
 want() { [[ " $steps " == *" $1 "* ]]; }
+# A sub-step that runs tests/device's device_tests (set after the build) with a gtest filter:
+# output into device-tests.log, its ok/FAILED line and the pass/fail lines into summary.txt.
+gtest_step() {  # step name, gtest filter, time limit in seconds
+  local t0 status
+  t0=$(date +%s)
+  stamp "$1: device_tests --gtest_filter='$2'"
+  echo "== device_tests --gtest_filter='$2' ($(nvidia-smi -L 2>/dev/null | wc -l) GPU(s))" >>"$out/device-tests.log"
+  timeout "$3" "$device_tests" --gtest_color=no --gtest_filter="$2" >>"$out/device-tests.log" 2>&1
+  status=$?
+  result "$1" "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\] .* ran" "$out/device-tests.log" | tail -n 30 | tee -a "$out/summary.txt" >&2
+}
 # NVLink multicast stays off on these machines (the workplace's rule), for anything started here.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONDONTWRITEBYTECODE=1
