@@ -200,8 +200,9 @@ class CudaCopyEngine final : public CopyEngine {
   bool is_small(const CopyRequest& r) const;
   // Adds small GPU-to-GPU copies to `st`'s ops as one kernel launch / one batched call; a
   // kernel launch's segment buffer (for plain copies and gathers not in pinned room) goes into
-  // st.issuing_buffers, held. Not cudaSuccess: nothing was added (the copies fail).
-  cudaError_t add_small(int device, std::span<const Queued* const> small, StreamState& st);
+  // st.issuing_buffers, held. The kernel cuts copies into pieces of 1 << piece_shift bytes.
+  // Not cudaSuccess: nothing was added (the copies fail).
+  cudaError_t add_small(int device, std::span<const Queued* const> small, uint32_t piece_shift, StreamState& st);
   // One copy op per segment (or for the plain copy).
   void add_memcpy(int device, const CopyRequest& r, StreamState& st);
   cudaEvent_t take_event();
@@ -226,7 +227,6 @@ class CudaCopyEngine final : public CopyEngine {
   std::pmr::unsynchronized_pool_resource pool_;
   std::vector<Flushed> spare_;  // retired flushes: empty vectors with capacity
   std::vector<const Queued*> small_;       // flush()'s kernel/batch copies
-  uint32_t piece_shift_ = kPageCopyPieceShift;  // flush()'s page-copy pieces: 1 << piece_shift_ bytes
   std::vector<const CopyRequest*> plain_;  // flush()'s plain cudaMemcpyAsync copies, before merging
   std::map<int, DeviceState> devices_;
   std::vector<cudaEvent_t> free_events_;

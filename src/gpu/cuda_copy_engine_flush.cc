@@ -60,7 +60,8 @@ void CudaCopyEngine::add_memcpy(int device, const CopyRequest& r, StreamState& s
   });
 }
 
-cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const> small, StreamState& st) {
+cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const> small, uint32_t piece_shift,
+                                      StreamState& st) {
   if (options_.mode == GpuCopyMode::kBatch) {
     batch_dsts_.clear();
     batch_srcs_.clear();
@@ -83,7 +84,7 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
   size_t copies = 0, pieces = 0;
   for (const Queued* q : small) {
     if (!q->pinned) copies += segment_count(q->request);
-    pieces += pieces_of(q->request, piece_shift_);
+    pieces += pieces_of(q->request, piece_shift);
   }
   if (pieces > UINT32_MAX) return cudaErrorInvalidValue;  // more warps than a launch counts
   SegmentBuffer b;
@@ -105,7 +106,7 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
   PageCopyLaunch& launch = op.launch;
   launch.run_count = 0;
   launch.warps = 0;
-  launch.piece_shift = piece_shift_;
+  launch.piece_shift = piece_shift;
   launch.loads_per_lane = options_.loads_per_lane;
   size_t k = 0;
   const CopyRequest* prev = nullptr;
@@ -132,7 +133,7 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
       k += segment_count(r);
     }
     run.copies += static_cast<uint32_t>(segment_count(r));
-    launch.warps += static_cast<uint32_t>(pieces_of(r, piece_shift_));
+    launch.warps += static_cast<uint32_t>(pieces_of(r, piece_shift));
     prev = &r;
   }
   return cudaSuccess;
@@ -254,9 +255,9 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     for (const Queued* q : small) n += pieces_of(q->request, shift);
     return n;
   };
-  piece_shift_ = kPageCopyPieceShift;
-  size_t total = pieces_at(piece_shift_);
-  while (piece_shift_ > kPageCopyMinPieceShift && total < options_.min_launch_warps) total = pieces_at(--piece_shift_);
+  uint32_t piece_shift = kPageCopyPieceShift;
+  size_t total = pieces_at(piece_shift);
+  while (piece_shift > kPageCopyMinPieceShift && total < options_.min_launch_warps) total = pieces_at(--piece_shift);
   const size_t per_launch = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : std::max(kPiecesPerLaunch, (total + n - 1) / n);
   const size_t max_runs = options_.mode == GpuCopyMode::kBatch ? SIZE_MAX : kMaxPageCopyRuns;
   for (size_t i = 0; i < small.size();) {
@@ -264,7 +265,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     size_t pieces = 0, runs = 0;
     while (j < small.size()) {
       const size_t more_runs = runs + (opens_run(j == i ? nullptr : &small[j - 1]->request, small[j]->request) ? 1 : 0);
-      const size_t more = pieces_of(small[j]->request, piece_shift_);
+      const size_t more = pieces_of(small[j]->request, piece_shift);
       if (j > i && (pieces + more > per_launch || more_runs > max_runs)) break;
       pieces += more;
       runs = more_runs;
@@ -273,7 +274,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     const std::span<const Queued* const> part(small.data() + i, j - i);
     i = j;
     const size_t s = d.next++ % n;
-    const cudaError_t e = add_small(device, part, d.streams[s]);
+    const cudaError_t e = add_small(device, part, piece_shift, d.streams[s]);
     if (e != cudaSuccess) {
       const char* what = options_.mode == GpuCopyMode::kBatch ? "cudaMemcpyBatchAsync" : "page-copy kernel launch";
       for (const Queued* q : part) fail(q->request.op, cuda_status(what, e));
