@@ -40,7 +40,6 @@ struct PageCopyRun {
 // the GPU's memory busy; it then cuts pieces as small as 1 << kPageCopyMinPieceShift (2 KiB).
 inline constexpr uint32_t kPageCopyPieceShift = 14;
 inline constexpr uint32_t kPageCopyMinPieceShift = 11;
-inline constexpr uint64_t kPageCopyPieceBytes = uint64_t{1} << kPageCopyPieceShift;
 // Runs one launch carries in its parameters (64 * 40 B: well inside the 4 KiB a launch may pass).
 inline constexpr uint32_t kMaxPageCopyRuns = 64;
 
