@@ -6,6 +6,8 @@
 # smaller than 16 KiB, down to 2 KiB, until its launches run this many warps; 0: always 16 KiB)
 # and FABRIC_LIB_IPC_COPY_LOADS (16-byte loads in flight per lane: 4 or 8), alternating over two
 # rounds. Rows go to summary.txt as "shape w<warps> l<loads> r<round>: paged ...".
+# FABRIC_LIB_IPCSHAPE_SHAPES ("warps:loads ...", default all four) and FABRIC_LIB_IPCSHAPE_ROUNDS
+# (default 2) narrow or lengthen the A/B.
 spin=()
 [ "$(nproc)" -ge 8 ] && spin=(--spin --target-spin)
 gtest_step copy-engine-tests 'CopyEngine*' 200
@@ -14,8 +16,8 @@ t0=$(date +%s)
 stamp "ipc page-copy kernel shape A/B (FABRIC_LIB_IPC_LAUNCH_WARPS x FABRIC_LIB_IPC_COPY_LOADS)"
 echo "== fabric-bench --provider ipc --mode paged, kernel shapes" >>"$out/bench.txt"
 status=0
-for round in 1 2; do
-  for shape in 0:4 0:8 8192:4 8192:8; do
+for round in $(seq 1 "${FABRIC_LIB_IPCSHAPE_ROUNDS:-2}"); do
+  for shape in ${FABRIC_LIB_IPCSHAPE_SHAPES:-0:4 0:8 8192:4 8192:8}; do
     warps=${shape%:*} loads=${shape#*:}
     for pages in 64 4096; do
       sizes=256KiB

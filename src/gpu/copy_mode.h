@@ -18,6 +18,10 @@ enum class GpuCopyMode : uint8_t {
 // thread pays where the worker's own work per flush is large — thousands of small pages — and
 // costs where it is not).
 inline constexpr size_t kDefaultLauncherCopies = 2048;
+// 16-byte loads a lane of the page-copy kernel keeps in flight (4 or 8). Eight since 2026-12-05:
+// a 4 KiB page is then one trip to memory instead of two; the A/B (docs/gpu.md, "The page-copy
+// kernel's shape, measured") read 3-5 % more for 4096 x 4 KiB requests and no change at 256 KiB.
+inline constexpr uint32_t kDefaultCopyLoadsPerLane = 8;
 
 // How the IPC backend's CudaCopyEngine issues copies, as the builder sets it.
 struct GpuCopySettings {
@@ -28,7 +32,7 @@ struct GpuCopySettings {
   // The page-copy kernel's shape (CudaCopyEngine::Options; diagnosis only, set by the
   // environment: FABRIC_LIB_IPC_LAUNCH_WARPS, FABRIC_LIB_IPC_COPY_LOADS; docs/gpu.md).
   size_t min_launch_warps = 0;
-  uint32_t loads_per_lane = 4;
+  uint32_t loads_per_lane = kDefaultCopyLoadsPerLane;
 };
 
 // "auto", "memcpy", "batch", "kernel"; false for anything else.

@@ -75,7 +75,7 @@ class CudaCopyEngine final : public CopyEngine {
     // into smaller pieces (down to 2 KiB) so that its launches run more warps; 0: always 16 KiB.
     size_t min_launch_warps = 0;
     // 16-byte loads a lane of the page-copy kernel keeps in flight: 4 or 8.
-    uint32_t loads_per_lane = 4;
+    uint32_t loads_per_lane = kDefaultCopyLoadsPerLane;
   };
   explicit CudaCopyEngine(Options options);
   ~CudaCopyEngine() override;

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "gpu/copy_mode.h"
+
 namespace fabric_lib::gpu {
 
 // One copy of a run: `length` bytes from run.src + src_offset to run.dst + dst_offset. Laid out
@@ -48,7 +50,7 @@ struct PageCopyLaunch {
   uint32_t run_count = 0;
   uint32_t warps = 0;  // one per piece of every run
   uint32_t piece_shift = kPageCopyPieceShift;  // pieces of 1 << piece_shift bytes
-  uint32_t loads_per_lane = 4;                 // 16-byte loads a lane keeps in flight: 4 or 8
+  uint32_t loads_per_lane = kDefaultCopyLoadsPerLane;  // 16-byte loads a lane keeps in flight: 4 or 8
 };
 
 // How many pieces (warps) a copy of `length` bytes becomes (at least 1).
