@@ -19,8 +19,9 @@ enum class GpuCopyMode : uint8_t {
 // costs where it is not).
 inline constexpr size_t kDefaultLauncherCopies = 2048;
 // 16-byte loads a lane of the page-copy kernel keeps in flight (4 or 8). Eight since 2026-12-05:
-// a 4 KiB page is then one trip to memory instead of two; the A/B (docs/gpu.md, "The page-copy
-// kernel's shape, measured") read 3-5 % more for 4096 x 4 KiB requests and no change at 256 KiB.
+// a 4 KiB page is then one trip to memory instead of two; the A/B on one H100 (docs/gpu.md, "The
+// page-copy kernel's shape, measured") read 0-5 % more, and steadier, for 4096 x 4 KiB requests
+// and the same at 256 KiB.
 inline constexpr uint32_t kDefaultCopyLoadsPerLane = 8;
 
 // How the IPC backend's CudaCopyEngine issues copies, as the builder sets it.
