@@ -38,8 +38,9 @@ struct PageCopyRun {
 };
 
 // Bytes per piece: 1 << shift, a multiple of 16, so aligned copies stay aligned piece by piece.
-// The engine uses kPageCopyPieceShift (16 KiB) unless a launch would have too few warps to keep
-// the GPU's memory busy; it then cuts pieces as small as 1 << kPageCopyMinPieceShift (2 KiB).
+// The engine uses kPageCopyPieceShift (16 KiB) unless CudaCopyEngine::Options::min_launch_warps
+// asks for more warps per launch (a diagnosis setting: on one H100 smaller pieces measured no
+// gain, docs/gpu.md); it then cuts pieces as small as 1 << kPageCopyMinPieceShift (2 KiB).
 inline constexpr uint32_t kPageCopyPieceShift = 14;
 inline constexpr uint32_t kPageCopyMinPieceShift = 11;
 // Runs one launch carries in its parameters (64 * 40 B: well inside the 4 KiB a launch may pass).

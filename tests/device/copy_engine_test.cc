@@ -136,8 +136,8 @@ gpu::CudaCopyEngine::Options kernel_mode(Issue issue = Issue::kWordsLauncher) {
   return o;
 }
 
-// The page-copy kernel's shapes: 16 KiB pieces with 4 loads in flight per lane (the default) and
-// with 8, and the smallest pieces (2 KiB: every flush has fewer warps than asked for) with 8 (a
+// The page-copy kernel's shapes: 16 KiB pieces with 4 loads in flight per lane and with 8 (the
+// default since 2026-12-05), and the smallest pieces (2 KiB: every flush has fewer warps than asked for) with 8 (a
 // 2 KiB piece is too short for one round of 8: the single-load tail moves it) and with 4.
 struct KernelShape {
   size_t min_launch_warps;
