@@ -74,7 +74,9 @@ class CudaCopyEngine final : public CopyEngine {
     // Page-copy kernel shape: a flush whose copies make fewer than this many 16 KiB pieces is cut
     // into smaller pieces (down to 2 KiB) so that its launches run more warps; 0: always 16 KiB.
     size_t min_launch_warps = 0;
-    // 16-byte loads a lane of the page-copy kernel keeps in flight: 4 or 8.
+    // 16-byte loads a lane of the page-copy kernel keeps in flight: 4 or 8 (any other count makes
+    // every kernel launch fail: its copies are reported with cudaErrorInvalidValue; the builder
+    // refuses such settings before they get here).
     uint32_t loads_per_lane = kDefaultCopyLoadsPerLane;
   };
   explicit CudaCopyEngine(Options options);

@@ -74,6 +74,9 @@ cudaError_t load_page_copy_kernel() {
 cudaError_t launch_page_copy(const PageCopyLaunch& launch, cudaStream_t stream) {
   if (launch.warps == 0 || launch.run_count == 0) return cudaSuccess;
   if (launch.piece_shift < kPageCopyMinPieceShift || launch.piece_shift > 30) return cudaErrorInvalidValue;
+  // Only the two compiled shapes; any other count is refused (the flush's copies then fail with
+  // this error) rather than run as one of them.
+  if (launch.loads_per_lane != 4 && launch.loads_per_lane != 8) return cudaErrorInvalidValue;
   const uint32_t blocks = (launch.warps + kWarps - 1) / kWarps;
   if (launch.loads_per_lane == 8) page_copy_kernel<8><<<blocks, kThreads, 0, stream>>>(launch);
   else page_copy_kernel<4><<<blocks, kThreads, 0, stream>>>(launch);

@@ -61,6 +61,8 @@ inline uint64_t page_copy_pieces(uint64_t length, uint32_t shift = kPageCopyPiec
 
 // Launches the kernel over `launch`'s runs on `stream` (whose device must reach every source and
 // target, and the runs' segments). The segments must stay untouched until the launch is complete.
+// cudaErrorInvalidValue, with nothing launched, for a piece shift or a loads_per_lane the kernel
+// does not have (shifts kPageCopyMinPieceShift..30; 4 or 8 loads).
 cudaError_t launch_page_copy(const PageCopyLaunch& launch, cudaStream_t stream);
 
 // Loads the kernel into the current device's context now. CUDA 12+ loads a module lazily at its

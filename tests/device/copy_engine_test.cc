@@ -340,6 +340,44 @@ TEST_F(CopyEngineKernel, PlainCopiesOfManyLengthsAndOneLengthMoveTheirBytes) {
   }
 }
 
+// A loads-per-lane count the kernel was not compiled for (the builder refuses it; Options do not)
+// fails the flush's copies with cudaErrorInvalidValue and moves no byte — with the launcher thread
+// and without it — instead of running as another shape.
+TEST_F(CopyEngineKernel, AnUnsupportedLoadsPerLaneFailsTheCopiesAndMovesNothing) {
+  for (const Issue issue : {Issue::kWordsLauncher, Issue::kWordsInline}) {
+    for (const uint32_t loads : {0u, 5u, 16u}) {
+      SCOPED_TRACE(::testing::Message() << "loads " << loads << ", " << name_of(issue));
+      gpu::CudaCopyEngine::Options o = kernel_mode(issue);
+      o.loads_per_lane = loads;
+      gpu::CudaCopyEngine engine(o);
+      ASSERT_TRUE(engine.prepare(0).ok());
+      std::vector<gpu::CopySegment> pages;
+      for (uint64_t i = 0; i < 16; ++i) pages.push_back({i * 4096, (15 - i) * 4096});
+      gpu::CopyRequest gather = request(1, 0, 0, 4096);
+      gather.segments = pages;
+      Status error;
+      ASSERT_EQ(engine.submit(gather, &error), gpu::CopySubmit::kAccepted) << error.to_string();
+      ASSERT_EQ(engine.submit(request(2, 1 << 20, 1 << 20, 8192), &error), gpu::CopySubmit::kAccepted);
+      std::set<uint64_t> failed;
+      std::vector<gpu::CopyDone> done;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (failed.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+        done.clear();
+        engine.progress(done);
+        for (const gpu::CopyDone& d : done) {
+          EXPECT_FALSE(d.status.ok()) << "op " << d.op << " reported ok";
+          EXPECT_EQ(d.status.code(), ErrorCode::kInvalidArgument) << d.status.to_string();  // cudaErrorInvalidValue
+          EXPECT_TRUE(failed.insert(d.op).second) << "op " << d.op << " reported twice";
+        }
+      }
+      ASSERT_EQ(failed.size(), 2u) << "copies not reported within 20 s";
+      std::vector<uint8_t> got(kBytes);
+      ASSERT_EQ(cudaMemcpy(got.data(), dst_.ptr, kBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_TRUE(std::all_of(got.begin(), got.end(), [](uint8_t b) { return b == 0x5a; })) << "a byte moved";
+    }
+  }
+}
+
 // Gathers written straight into the engine's pinned room (as the ipc domain writes a paged
 // write's segments), mixed with a gather from the caller's memory and a plain copy, 12 flushes
 // in flight before any is waited for: each flush's room spans two pinned buffers, and buffers
