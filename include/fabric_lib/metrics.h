@@ -73,7 +73,7 @@ struct OpMetrics {
   // ... that failed, by code: an error completion, or abandoned when their path failed.
   std::vector<ErrorCount> wrs_failed;
   LatencyHistogram request_latency;      // submit call -> completion delivered (metrics on)
-  LatencyHistogram submit_to_post;       // submit call -> first WR posted (metrics on)
+  LatencyHistogram submit_to_post;       // submit call -> first WR posted (metrics on; 0 when posted within the submit call)
 
   uint64_t requests_failed_total() const;
   uint64_t wrs_failed_total() const;

@@ -234,9 +234,11 @@ Status EngineCore::cancel(TransferId id) {
 size_t EngineCore::progress(size_t max_events) {
   if (!accepting_.load(std::memory_order_acquire)) return 0;
   size_t handled = 0;
+  // One clock read for every group (each would read it otherwise: 25-35 ns apiece on a VM).
+  const int64_t now = monotonic_ns();
   for (auto& w : workers_) {
     if (handled >= max_events) break;
-    handled += w->progress_on_caller(max_events - handled);
+    handled += w->progress_on_caller(max_events - handled, now);
   }
   return handled;
 }

@@ -143,7 +143,8 @@ void GroupWorker::path_recovered(PeerEntry& peer, size_t d) {
 
 std::optional<size_t> GroupWorker::route_around(const PeerEntry& peer, size_t d) const {
   const size_t n = peer.paths.size();
-  for (size_t k = 0; k < n; ++k) {
+  if (d < n && peer.paths[d].usable()) return d;  // the common case, without the loop's divisions
+  for (size_t k = d < n ? 1 : 0; k < n; ++k) {
     const size_t e = (d + k) % n;
     if (peer.paths[e].usable()) return e;
   }
