@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "gpu/memory_kind.h"
+#include "transport/libfabric/completion_error.h"
 #include "transport/libfabric/stale_shm.h"
 
 namespace fabric_lib::transport::libfabric {
@@ -370,21 +371,6 @@ PostResult LibfabricDomain::post_recv(const RecvWr& wr, Status* error) {
   return classify(static_cast<int>(ret), ctx, "fi_recv", error);
 }
 
-bool LibfabricDomain::is_connection_error(int err, int prov_errno) const {
-  auto connection = [](int e) {
-    switch (e) {
-      case ECONNREFUSED: case ECONNRESET: case ECONNABORTED: case ETIMEDOUT: case EHOSTUNREACH:
-      case ENETUNREACH: case ENETDOWN: case ENOTCONN: case EPIPE: case EHOSTDOWN: case ESHUTDOWN:
-        return true;
-      default:
-        return false;
-    }
-  };
-  // Socket-based providers report the socket's errno as the provider errno (e.g. tcp cancels the
-  // WRs of a broken connection with FI_ECANCELED / ENOTCONN).
-  return connection(err) || (socket_provider_ && connection(prov_errno));
-}
-
 PostResult LibfabricDomain::post_control_send(const SendWr& wr, Status* error) {
   OpContext* ctx = contexts_.acquire(EventKind::kControlSendDone, wr.context);
   ssize_t ret = fi_tsend(ep_, wr.buf, wr.length, wr.desc, wr.peer, detail_control_tag(), ctx);
@@ -406,7 +392,7 @@ void LibfabricDomain::read_error(std::vector<Event>& out) {
   Event ev;
   // Connection-level errors condemn the path to that peer; anything else (e.g. a remote access
   // error for a bad key or range) fails only the operation.
-  ev.status = Status(is_connection_error(err.err, err.prov_errno) ? ErrorCode::kPeerUnreachable : ErrorCode::kProviderError,
+  ev.status = Status(is_connection_error(err.err, err.prov_errno, socket_provider_) ? ErrorCode::kPeerUnreachable : ErrorCode::kProviderError,
                      std::string(fi_strerror(err.err)) + (detail && *detail ? std::string(": ") + detail : ""));
   if (err.op_context) {
     auto* ctx = static_cast<OpContext*>(err.op_context);

@@ -56,7 +56,6 @@ class LibfabricDomain final : public Domain {
   Status open_endpoint();
   PostResult classify(int ret, OpContext* ctx, const char* call, Status* error);
   void read_error(std::vector<Event>& out);
-  bool is_connection_error(int err, int prov_errno) const;
   // GPU memory through FI_HMEM_CUDA (dma-buf where libfabric and the driver have it).
   Result<fid_mr*> register_cuda(void* ptr, size_t length, fi_mr_attr& attr, uint64_t id);
 
