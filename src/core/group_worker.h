@@ -83,7 +83,7 @@ class GroupWorker {
   // the calling thread for up to `max_events` events (completions, imms, receives) and runs their
   // effects here; returns how many it handled. 0 when the worker holds the group at the moment
   // (it does that work then), after stop, or when caller-thread operation is off.
-  // `now`: a clock read just before the call (one serves every group of a progress() call).
+  // `now`: a recent clock read (EngineCore::progress shares one among groups with nothing to do).
   size_t progress_on_caller(size_t max_events, int64_t now);
   // The thread that drove progress_on_caller stops (the callback thread parking): the worker
   // stops standing by and polls again from its next pass, woken if it naps.
