@@ -20,12 +20,12 @@ TEST(CompletionError, ASocketProvidersErrnoCountsOnlyThere) {
   EXPECT_FALSE(is_connection_error(EIO, ENOTCONN, false));  // a NIC provider's own code, not an errno
 }
 
-// tcp ends the WRs queued on a connection it shut down with FI_ECANCELED and a stale provider errno
-// (ENOENT, seen when a decoder was killed with WRs in flight): still the connection.
-TEST(CompletionError, CancelledWrsOfASocketProviderMeanTheConnectionIsGone) {
-  EXPECT_TRUE(is_connection_error(ECANCELED, ENOENT, true));
-  EXPECT_TRUE(is_connection_error(ECANCELED, 0, true));
-  EXPECT_FALSE(is_connection_error(ECANCELED, ENOENT, false));
+// tcp reports a write the target refused and a write cut off by a dead peer alike (FI_ECANCELED,
+// provider errno ENOENT): a refused write must not condemn a healthy peer, so neither does.
+TEST(CompletionError, ASocketProvidersCancelledWriteFailsOnlyItself) {
+  EXPECT_FALSE(is_connection_error(ECANCELED, ENOENT, true));
+  EXPECT_FALSE(is_connection_error(ECANCELED, 0, true));
+  EXPECT_TRUE(is_connection_error(ECANCELED, ENOTCONN, true));  // with a connection errno it does
 }
 
 TEST(CompletionError, OtherErrorsFailOnlyTheirOperation) {

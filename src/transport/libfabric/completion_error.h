@@ -20,13 +20,14 @@ inline bool is_connection_errno(int e) {
 
 // `err`: fi_cq_err_entry::err (a positive FI_E* / errno); `prov_errno`: the provider's own code.
 // Socket-based providers (`socket_provider`: tcp, sockets, udp) report the socket's errno as the
-// provider errno — and tcp ends every WR still queued on a connection it shut down with
-// FI_ECANCELED, whose provider errno is whatever errno the provider's thread last held (seen:
-// ENOENT, on the 16-core GPU machine, a decoder killed with WRs in flight). The engine never
-// cancels a WR through the provider (no fi_cancel), so there FI_ECANCELED means the connection.
+// provider errno. Not a connection error: FI_ECANCELED alone. tcp (libfabric 1.17) ends a write the
+// target refused (bad key, bad range) and a write cut off by a peer that died both with
+// FI_ECANCELED and a stale provider errno (ENOENT in both, measured): the first must fail only its
+// operation (the peer is fine), so both do; a dead peer's next post fails with ENOTCONN and
+// condemns the path then (docs/failure-semantics.md).
 inline bool is_connection_error(int err, int prov_errno, bool socket_provider) {
   if (is_connection_errno(err)) return true;
-  return socket_provider && (err == ECANCELED || is_connection_errno(prov_errno));
+  return socket_provider && is_connection_errno(prov_errno);
 }
 
 }  // namespace fabric_lib::transport::libfabric

@@ -141,7 +141,13 @@ TEST(KvKill, Kill9OfTheDecoderEndsThePrefillersRequests) {
   std::vector<FinishedRequest> fin;
   while (fin.empty() && Clock::now() - killed < milliseconds(5000)) fin = prefill.prefiller().wait_finished(milliseconds(100));
   ASSERT_EQ(fin.size(), 1u) << "the prefiller's request never ended";
-  EXPECT_EQ(fin[0].status.code(), ErrorCode::kPeerUnreachable) << fin[0].status.to_string();
+  // PeerUnreachable — or, when a write in flight is what finds the dead decoder first, the write's
+  // own error: tcp ends it with FI_ECANCELED, as it ends a write the target refused, so the engine
+  // can only call it a provider error (transport/libfabric/completion_error.h; seen once on a
+  // 16-core machine, never on 2 cores).
+  const bool cut_off_write = fin[0].status.code() == ErrorCode::kProviderError &&
+                             fin[0].status.message().find("Operation canceled") != std::string::npos;
+  EXPECT_TRUE(fin[0].status.code() == ErrorCode::kPeerUnreachable || cut_off_write) << fin[0].status.to_string();
   EXPECT_LT(Clock::now() - killed, milliseconds(c.peer_timeout_ms + 700));
   // The rest of the prefill posts nothing for it; the prefiller holds no state for it.
   const uint64_t pages = prefill.prefiller().stats().pages_posted;
