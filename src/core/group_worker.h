@@ -280,7 +280,8 @@ class GroupWorker {
   std::shared_ptr<transport::ProviderCallGuard> guard_ = std::make_shared<transport::ProviderCallGuard>();
   std::atomic<bool> abandoned_{false};
   std::atomic<bool> owner_{false};  // progress ownership (see own())
-  // Submitters inside post_on_caller's tries: the worker's own() lets them go first.
+  // Submitters retrying in post_on_caller after a first, unannounced try failed: the worker's
+  // own() lets them go first.
   std::atomic<uint32_t> callers_trying_{0};
   std::atomic<int64_t> caller_progress_ns_{INT64_MIN / 2};  // last progress_on_caller (monotonic ns)
   Status abandon_reason_;  // written before abandoned_ is set
