@@ -16,7 +16,8 @@
 namespace fabric_lib::detail {
 
 EngineCore::EngineCore(EngineOptions options)
-    : options_(std::move(options)), timed_submits_(options_.metrics || options_.record_submit_latency) {
+    : options_(std::move(options)), timed_submits_(options_.metrics || options_.record_submit_latency),
+      domains_per_group_(options_.domains_per_group()) {
   dispatcher_ = std::make_unique<CompletionDispatcher>();
   imms_ = std::make_unique<ImmCountTable>(options_.imm_table_capacity, dispatcher_.get());
 }

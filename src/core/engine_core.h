@@ -40,7 +40,7 @@ class EngineCore {
   DomainAddress main_address() const;
   std::vector<DomainAddress> domain_addresses(size_t group) const;
   size_t num_groups() const { return workers_.size(); }
-  size_t num_domains() const { return options_.domains_per_group(); }
+  size_t num_domains() const { return domains_per_group_; }
   std::string provider() const;
 
   Result<MrRegistration> register_memory(void* ptr, size_t length, Access access, MemoryKind kind, size_t group);
@@ -170,6 +170,7 @@ class EngineCore {
   SubmitStripe submit_stripes_[kSubmitStripes];
   SubmitStripe& submit_stripe();
   const bool timed_submits_;  // metrics on, or submit latency recorded: submits read the clock
+  const size_t domains_per_group_;  // options_.domains_per_group(), read by every submit
   bool submits_in_progress() const;
   std::atomic<bool> stopped_{false};
   std::mutex stop_mu_;

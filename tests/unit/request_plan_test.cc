@@ -391,6 +391,20 @@ TEST(RequestGrouping, GroupByDomain) {
   }
 }
 
+// A recycled request keeps its vectors: one WR (group_by_domain's shortcut) on each domain in
+// turn, after a plan whose counts differ, gives that domain exactly [0, 1) and the others none.
+TEST(RequestGrouping, OneWrOnARecycledRequest) {
+  detail::Request req;
+  for (uint32_t i = 0; i < 9; ++i) req.wrs.push_back({i % 4, 0, i, 0, 1});
+  detail::group_by_domain(req, 4);
+  for (uint32_t d = 0; d < 4; ++d) {
+    req.wrs.assign({WrPlan{d, 0, 0, 0, 1}});
+    detail::group_by_domain(req, 4);
+    ASSERT_EQ(req.domain_begin.size(), 5u);
+    for (uint32_t k = 0; k <= 4; ++k) EXPECT_EQ(req.domain_begin[k], k <= d ? 0u : 1u) << "domain " << d << " k " << k;
+  }
+}
+
 // group_by_domain() on a real plan (a kByBytes scatter over 4 domains) keeps every WR.
 TEST(RequestGrouping, GroupsAScatterPlan) {
   ScatterRequest sreq;
