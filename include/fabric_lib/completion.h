@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "fabric_lib/small_function.h"
 #include "fabric_lib/status.h"
 
 namespace fabric_lib {
@@ -53,8 +54,10 @@ class CompletionQueue {
 };
 
 // Called once with the final status. Runs on the engine's callback thread (never on a worker),
-// so it may call the engine (submits included) but should not block for long.
-using CompletionCallback = std::function<void(const Status&)>;
+// so it may call the engine (submits included) but should not block for long. Any copyable
+// callable converts to it; one whose captures fit 48 bytes (moving without throwing) is kept
+// inline, so a callback made per request costs no heap allocation (fabric_lib/small_function.h).
+using CompletionCallback = SmallFunction<void(const Status&)>;
 
 using Clock = std::chrono::steady_clock;
 
