@@ -63,6 +63,10 @@ Result<std::unique_ptr<TransferEngine>> build_engine(const std::string& provider
   TransferEngineBuilder b;
   b.provider(provider).domains_per_group(domains);
   if (provider == "tcp") b.interfaces({"lo"});
+  // shm's calls may hang for good on a peer killed inside them (docs/failure-semantics.md); the
+  // watchdog ends such a group after stall_timeout, so the kill tests' steps fail by then: 4 s
+  // keeps that within their deadline's slack (the default, 10 s, does not).
+  if (provider == "shm") b.stall_timeout(std::chrono::seconds(4));
   return b.build();
 }
 
