@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -22,6 +23,8 @@ class SmallFunction;
 
 template <typename R, typename... Args, size_t InlineBytes>
 class SmallFunction<R(Args...), InlineBytes> {
+  static_assert(InlineBytes >= sizeof(void*), "a callable kept on the heap leaves its pointer in the inline buffer");
+
  public:
   // Whether a callable of type F is kept inline (constructing from it allocates nothing).
   template <typename F>
@@ -30,13 +33,14 @@ class SmallFunction<R(Args...), InlineBytes> {
 
   SmallFunction() noexcept = default;
   SmallFunction(std::nullptr_t) noexcept {}  // NOLINT: as std::function
-  // Any copyable callable with this signature. A null function pointer or an empty std::function
-  // makes an empty SmallFunction, as std::function does.
+  // Any copyable callable with this signature. A null function pointer, an empty std::function or
+  // an empty SmallFunction of another signature or size makes an empty SmallFunction, as
+  // std::function does.
   template <typename F, typename D = std::decay_t<F>,
             typename = std::enable_if_t<!std::is_same_v<D, SmallFunction> && std::is_copy_constructible_v<D> &&
                                         std::is_invocable_r_v<R, D&, Args...>>>
   SmallFunction(F&& f) {  // NOLINT: converts implicitly, as std::function
-    if constexpr (std::is_pointer_v<D> || std::is_member_pointer_v<D> || is_std_function<D>::value) {
+    if constexpr (std::is_pointer_v<D> || std::is_member_pointer_v<D> || may_be_empty<D>::value) {
       if (!f) return;
     }
     if constexpr (kStoresInline<D>) {
@@ -56,10 +60,11 @@ class SmallFunction<R(Args...), InlineBytes> {
     return *this;
   }
   SmallFunction& operator=(SmallFunction&& other) noexcept {
-    if (this != &other) {
-      reset();
-      take(other);
-    }
+    // `other` may belong to the callable this one holds (a chain of continuations): take it
+    // before that callable is destroyed. Also makes self-assignment a no-op.
+    SmallFunction taken(std::move(other));
+    reset();
+    take(taken);
     return *this;
   }
   SmallFunction& operator=(std::nullptr_t) noexcept {
@@ -69,19 +74,29 @@ class SmallFunction<R(Args...), InlineBytes> {
   ~SmallFunction() { reset(); }
 
   explicit operator bool() const noexcept { return ops_ != nullptr; }
+  friend bool operator==(const SmallFunction& f, std::nullptr_t) noexcept { return !f; }
+  void swap(SmallFunction& other) noexcept {
+    SmallFunction taken(std::move(other));
+    other.take(*this);
+    take(taken);
+  }
+  friend void swap(SmallFunction& a, SmallFunction& b) noexcept { a.swap(b); }
   // Calls the callable (throws std::bad_function_call when empty, as std::function). Like
   // std::function, a callable whose call operator is not const (a `mutable` lambda) may change
   // its own state.
   R operator()(Args... args) const {
     if (!ops_) throw std::bad_function_call();
-    return ops_->invoke(const_cast<unsigned char*>(buf_), std::forward<Args>(args)...);
+    return ops_->invoke(buf_, std::forward<Args>(args)...);
   }
 
  private:
+  // Wrappers that may be empty (then this one is empty too).
   template <typename T>
-  struct is_std_function : std::false_type {};
+  struct may_be_empty : std::false_type {};
   template <typename S>
-  struct is_std_function<std::function<S>> : std::true_type {};
+  struct may_be_empty<std::function<S>> : std::true_type {};
+  template <typename S, size_t N>
+  struct may_be_empty<SmallFunction<S, N>> : std::true_type {};
 
   struct Ops {
     R (*invoke)(void* storage, Args&&... args);
@@ -127,7 +142,7 @@ class SmallFunction<R(Args...), InlineBytes> {
         if constexpr (kStoresInline<D>) {
           target<D>(s).~D();
         } else {
-          delete &target<D>(s);
+          delete std::addressof(target<D>(s));  // not `&`: D may overload it
         }
       },
   };
@@ -140,7 +155,9 @@ class SmallFunction<R(Args...), InlineBytes> {
     if (ops_) std::exchange(ops_, nullptr)->destroy(buf_);
   }
 
-  alignas(std::max_align_t) unsigned char buf_[InlineBytes];
+  // mutable: a call through a const SmallFunction may change the callable's state, as with
+  // std::function (a `mutable` lambda).
+  alignas(std::max_align_t) mutable unsigned char buf_[InlineBytes];
   const Ops* ops_ = nullptr;
 };
 

@@ -144,6 +144,88 @@ TEST(SmallFunction, LargeCallablesLiveOnTheHeapAndChangeHandsOnMove) {
   EXPECT_EQ(Big::live, 0);
 }
 
+// A callable that forbids taking its address with `&` (std::function accepts it): it must be
+// built, kept and destroyed through std::addressof — inline and on the heap.
+template <size_t Bytes>
+struct NoAddressOf {
+  static inline int live = 0;
+  std::array<uint8_t, Bytes> payload{};
+  NoAddressOf() { ++live; }
+  NoAddressOf(const NoAddressOf& o) : payload(o.payload) { ++live; }
+  NoAddressOf(NoAddressOf&& o) noexcept : payload(o.payload) { ++live; }
+  ~NoAddressOf() { --live; }
+  void operator&() const = delete;
+  int operator()(int x) const { return x + static_cast<int>(Bytes); }
+};
+
+TEST(SmallFunction, CallablesThatForbidTakingTheirAddressAreDestroyed) {
+  using Small = NoAddressOf<8>;
+  using Large = NoAddressOf<128>;
+  static_assert(IntFn::kStoresInline<Small> && !IntFn::kStoresInline<Large>);
+  {
+    IntFn a = Small();
+    IntFn b = Large();
+    IntFn c = b;
+    EXPECT_EQ(a(1), 9);
+    EXPECT_EQ(c(1), 129);
+    EXPECT_EQ(Small::live, 1);
+    EXPECT_EQ(Large::live, 2);
+  }
+  EXPECT_EQ(Small::live, 0);
+  EXPECT_EQ(Large::live, 0);
+}
+
+TEST(SmallFunction, AnEmptySmallFunctionOfAnotherShapeMakesAnEmptyOne) {
+  // As std::function<void(int)> from an empty std::function<void(long)>: empty, not a wrapper that
+  // throws when called.
+  EXPECT_FALSE((SmallFunction<int(int), 48>(SmallFunction<int(int), 32>())));
+  EXPECT_FALSE((SmallFunction<int(int)>(SmallFunction<long(long)>())));
+  EXPECT_FALSE(CompletionCallback(SmallFunction<void(Status)>()));
+  EXPECT_TRUE(Completion::callback(SmallFunction<void(const Status&), 16>()).is_none());
+  // A non-empty one is wrapped and called.
+  SmallFunction<long(long), 32> narrow = [](long x) { return x * 2; };
+  IntFn wide = narrow;
+  ASSERT_TRUE(wide);
+  EXPECT_EQ(wide(21), 42);
+}
+
+// A continuation chain: each step's callable owns the next step. Advancing it assigns the next
+// step to the current one, whose callable (the owner of the next step) goes in the assignment.
+struct Step {
+  std::shared_ptr<IntFn> next;
+  int operator()(int x) const { return -x; }
+};
+
+TEST(SmallFunction, MoveAssignmentFromAFunctionItsOwnCallableOwns) {
+  auto next = std::make_shared<IntFn>([](int x) { return x + 1; });
+  IntFn* next_raw = next.get();
+  IntFn current = Step{std::move(next)};  // the only owner of *next_raw
+  EXPECT_EQ(current(1), -1);
+  current = std::move(*next_raw);  // takes the next step before destroying its owner
+  ASSERT_TRUE(current);
+  EXPECT_EQ(current(41), 42);
+}
+
+TEST(SmallFunction, ComparesWithNullptrAndSwaps) {
+  IntFn a;
+  IntFn b = Tracked(2);
+  EXPECT_TRUE(a == nullptr);
+  EXPECT_TRUE(nullptr == a);
+  EXPECT_TRUE(b != nullptr);
+  swap(a, b);
+  EXPECT_TRUE(b == nullptr);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a(40), 42);
+  IntFn c = Big(2);
+  a.swap(c);
+  EXPECT_EQ(a(21), 42);
+  EXPECT_EQ(c(40), 42);
+  a.swap(a);
+  EXPECT_EQ(a(21), 42);
+  EXPECT_EQ(Tracked::live, 1);
+  EXPECT_EQ(Big::live, 1);
+}
+
 TEST(SmallFunction, CompletionCallbacksTakeStatusByReference) {
   std::string seen;
   CompletionCallback cb = [&seen](const Status& s) { seen = s.ok() ? "ok" : s.message(); };
