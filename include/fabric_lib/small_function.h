@@ -40,7 +40,9 @@ class SmallFunction<R(Args...), InlineBytes> {
             typename = std::enable_if_t<!std::is_same_v<D, SmallFunction> && std::is_copy_constructible_v<D> &&
                                         std::is_invocable_r_v<R, D&, Args...>>>
   SmallFunction(F&& f) {  // NOLINT: converts implicitly, as std::function
-    if constexpr (std::is_pointer_v<D> || std::is_member_pointer_v<D> || may_be_empty<D>::value) {
+    // (Not for a function passed by name: F is then a reference to it, never null.)
+    using Given = std::remove_reference_t<F>;
+    if constexpr (std::is_pointer_v<Given> || std::is_member_pointer_v<Given> || may_be_empty<D>::value) {
       if (!f) return;
     }
     if constexpr (kStoresInline<D>) {

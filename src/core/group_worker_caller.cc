@@ -55,9 +55,10 @@ bool GroupWorker::post_on_caller(Request* r) {
   // wake-up decision below: the submit call's own (SubmitScope, with metrics or submit latency
   // recorded), as old as the call's checks and planning (a few hundred ns for a single write, a
   // few us for a 64-target scatter) plus the ownership tries above — a clock read costs 25-35 ns
-  // on a VM's kvm-clock, ~10 % of a single write's engine work (engine-overhead-bench). Metrics
-  // then time a caller-posted request's submit-to-post as 0 (docs/operations.md). Never before
-  // the worker's latest read (clock_ns_ only moves forward).
+  // on a VM's kvm-clock, ~10 % of a single write's engine work (engine-overhead-bench). Never
+  // before the worker's latest read (clock_ns_ only moves forward), so metrics time a
+  // caller-posted request's submit-to-post as 0, or as the time from its submit call's start to
+  // the worker's latest pass — never longer than the submit call itself (docs/operations.md).
   const int64_t now = r->submit_ns != 0 ? std::max(r->submit_ns, clock_ns_) : monotonic_ns();
   clock_ns_ = now;
   accept(r, now);

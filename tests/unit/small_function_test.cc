@@ -77,7 +77,10 @@ TEST(SmallFunction, EmptyStatesAreAsStdFunction) {
   EXPECT_FALSE(f);
 }
 
+int add_one(int x) { return x + 1; }
+
 TEST(SmallFunction, CallsFunctionPointersLambdasAndStdFunctions) {
+  EXPECT_EQ(IntFn(add_one)(41), 42);  // a function by name (a reference: no null check, no warning)
   int (*twice)(int) = [](int x) { return 2 * x; };
   EXPECT_EQ(IntFn(twice)(21), 42);
   const int base = 40;
