@@ -239,6 +239,7 @@ void CudaCopyEngine::retire(Flushed& f, const Status& status, std::vector<CopyDo
   for (const SegmentBuffer& b : f.buffers) segments_.release(b);
   f.ops.clear();
   f.buffers.clear();
+  f.launches.used = 0;
 }
 
 void CudaCopyEngine::progress(std::vector<CopyDone>& done) {

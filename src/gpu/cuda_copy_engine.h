@@ -134,7 +134,11 @@ class CudaCopyEngine final : public CopyEngine {
     void* dst = nullptr;                                                // kCopy
     const void* src = nullptr;
     size_t bytes = 0;
-    PageCopyLaunch launch;  // kLaunch
+    // kLaunch: the launch's parameters, kept in the flush's LaunchList (`launch_index` there
+    // until end_flush points `launch` at them). Out of line: a PageCopyLaunch is 2.6 KB, and
+    // every op, launch or not, was zeroed, then copied into the launcher's ring with it.
+    uint32_t launch_index = 0;
+    const PageCopyLaunch* launch = nullptr;
   };
   // Runs StreamOps (the launcher's Issuer; cuda_copy_engine_issuer.cc).
   struct Issuer {
@@ -143,6 +147,23 @@ class CudaCopyEngine final : public CopyEngine {
     int issue(const StreamOp& op, bool on_launcher);
     void failed(const StreamOp& op, int code, bool on_launcher);
   };
+  // A flush's kernel launches' parameters on one stream. Its slots are reused from flush to
+  // flush without being cleared (only the runs a launch counts are read); add() may move them,
+  // so ops name their launch by index until the list stops growing (end_flush).
+  struct LaunchList {
+    std::vector<PageCopyLaunch> slots;  // [0, used): this flush's
+    size_t used = 0;
+    uint32_t add() {
+      if (used == slots.size()) slots.emplace_back();
+      return static_cast<uint32_t>(used++);
+    }
+    // Points `ops`' launches at their parameters here (which must then stay where they are).
+    void bind(std::vector<StreamOp>& ops) {
+      for (StreamOp& op : ops) {
+        if (op.kind == StreamOp::Kind::kLaunch) op.launch = &slots[op.launch_index];
+      }
+    }
+  };
   // One flush's copies on one stream, complete when the stream's completion word reaches `seq`
   // (or, with `event` set, when it fires).
   struct Flushed {
@@ -150,6 +171,7 @@ class CudaCopyEngine final : public CopyEngine {
     uint32_t seq = 0;
     std::vector<uint64_t> ops;
     std::vector<SegmentBuffer> buffers;  // held: the segments its launches read, released with the event
+    LaunchList launches;  // read by the launcher until it has issued the flush's ops (retired after)
   };
   struct StreamState {
     explicit StreamState(std::pmr::memory_resource* pool) : flushed(pool) {}
@@ -158,6 +180,7 @@ class CudaCopyEngine final : public CopyEngine {
     // The flush being issued on this stream: its ops and launches' buffers (become a Flushed).
     std::vector<uint64_t> issuing;
     std::vector<SegmentBuffer> issuing_buffers;
+    LaunchList issuing_launches;
     // The completion word (pinned host memory, null without one): the stream writes each flush's
     // sequence number there after its copies; `issued` is the last number handed out.
     uint32_t* word = nullptr;
@@ -202,9 +225,11 @@ class CudaCopyEngine final : public CopyEngine {
   bool is_small(const CopyRequest& r) const;
   // Adds small GPU-to-GPU copies to `st`'s ops as one kernel launch / one batched call; a
   // kernel launch's segment buffer (for plain copies and gathers not in pinned room) goes into
-  // st.issuing_buffers, held. The kernel cuts copies into pieces of 1 << piece_shift bytes.
+  // st.issuing_buffers, held. The kernel cuts copies into pieces of 1 << piece_shift bytes;
+  // `pieces`: how many that makes of `small` (flush() counted them to cut its launches).
   // Not cudaSuccess: nothing was added (the copies fail).
-  cudaError_t add_small(int device, std::span<const Queued* const> small, uint32_t piece_shift, StreamState& st);
+  cudaError_t add_small(int device, std::span<const Queued* const> small, uint32_t piece_shift, size_t pieces,
+                        StreamState& st);
   // One copy op per segment (or for the plain copy).
   void add_memcpy(int device, const CopyRequest& r, StreamState& st);
   cudaEvent_t take_event();

@@ -61,7 +61,7 @@ void CudaCopyEngine::add_memcpy(int device, const CopyRequest& r, StreamState& s
 }
 
 cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const> small, uint32_t piece_shift,
-                                      StreamState& st) {
+                                      size_t pieces, StreamState& st) {
   if (options_.mode == GpuCopyMode::kBatch) {
     batch_dsts_.clear();
     batch_srcs_.clear();
@@ -81,10 +81,9 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
     return cudaSuccess;
   }
   // Pairs the launch needs a buffer for: plain copies' and gathers' not in pinned room.
-  size_t copies = 0, pieces = 0;
+  size_t copies = 0;
   for (const Queued* q : small) {
     if (!q->pinned) copies += segment_count(q->request);
-    pieces += pieces_of(q->request, piece_shift);
   }
   if (pieces > UINT32_MAX) return cudaErrorInvalidValue;  // more warps than a launch counts
   SegmentBuffer b;
@@ -103,7 +102,8 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
   StreamOp& op = st.ops.emplace_back();
   op.kind = StreamOp::Kind::kLaunch;
   op.device = device;
-  PageCopyLaunch& launch = op.launch;
+  op.launch_index = st.issuing_launches.add();
+  PageCopyLaunch& launch = st.issuing_launches.slots[op.launch_index];
   launch.run_count = 0;
   launch.warps = 0;
   launch.piece_shift = piece_shift;
@@ -115,6 +115,7 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
     if (opens_run(prev, r)) {
       if (launch.run_count == kMaxPageCopyRuns) {  // flush() prevents it
         st.ops.pop_back();
+        --st.issuing_launches.used;
         return cudaErrorInvalidValue;
       }
       const bool gather = !r.segments.empty();
@@ -166,7 +167,9 @@ bool CudaCopyEngine::end_flush(int device, StreamState& st, bool hand_over) {
   f.seq = seq;
   f.ops.swap(st.issuing);
   f.buffers.swap(st.issuing_buffers);
+  std::swap(f.launches, st.issuing_launches);  // st's is a retired flush's: used 0
   st.flushed.push_back(std::move(f));
+  st.flushed.back().launches.bind(st.ops);  // where they stay until the flush is retired
   const uint64_t group = (reinterpret_cast<uintptr_t>(&st) << 16) ^ seq;
   for (StreamOp& op : st.ops) {
     op.stream = &st;
@@ -274,7 +277,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     const std::span<const Queued* const> part(small.data() + i, j - i);
     i = j;
     const size_t s = d.next++ % n;
-    const cudaError_t e = add_small(device, part, piece_shift, d.streams[s]);
+    const cudaError_t e = add_small(device, part, piece_shift, pieces, d.streams[s]);
     if (e != cudaSuccess) {
       const char* what = options_.mode == GpuCopyMode::kBatch ? "cudaMemcpyBatchAsync" : "page-copy kernel launch";
       for (const Queued* q : part) fail(q->request.op, cuda_status(what, e));
@@ -298,6 +301,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
       // Only failed launches used these buffers (and queued no ops).
       for (const SegmentBuffer& b : st.issuing_buffers) segments_.release(b);
       st.issuing_buffers.clear();
+      st.issuing_launches.used = 0;
       st.ops.clear();
       continue;
     }
@@ -312,6 +316,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
       // The first op that cannot be issued ends it (the rest are not issued).
       while (!launcher_->idle()) cpu_relax();
       int code = 0;
+      st.issuing_launches.bind(st.ops);
       for (StreamOp& op : st.ops) {
         op.stream = &st;
         if ((code = issuer_.issue(op, false)) != 0) break;
@@ -324,6 +329,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
       Flushed f;
       f.ops.swap(st.issuing);
       f.buffers.swap(st.issuing_buffers);
+      st.issuing_launches.used = 0;
       retire(f, error == 0 ? ok_status() : cuda_status("GPU copy", static_cast<cudaError_t>(error)), &done);
     }
   }

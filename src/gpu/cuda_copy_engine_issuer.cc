@@ -49,7 +49,7 @@ int CudaCopyEngine::Issuer::issue(const StreamOp& op, bool on_launcher) {
       code = cudaMemcpyAsync(op.dst, op.src, op.bytes, cudaMemcpyDefault, stream);
       break;
     case StreamOp::Kind::kLaunch:
-      code = launch_page_copy(op.launch, stream);
+      code = launch_page_copy(*op.launch, stream);
       break;
     case StreamOp::Kind::kBatch: {  // kBatch mode: never on the launcher (the arrays are the engine's)
       assert(!on_launcher);

@@ -90,6 +90,34 @@ class CopyEngineKernel : public ::testing::Test {
       std::memcpy(host_dst_.data() + dof + g.dst_offset, host_src_.data() + so + g.src_offset, r.length);
     }
   }
+  // Progresses `engine` once: every copy it reports must be ok and reported once (into `seen`).
+  static void reap(gpu::CudaCopyEngine& engine, std::set<uint64_t>& seen) {
+    std::vector<gpu::CopyDone> done;
+    engine.progress(done);
+    for (const gpu::CopyDone& d : done) {
+      EXPECT_TRUE(d.status.ok()) << "op " << d.op << ": " << d.status.to_string();
+      EXPECT_TRUE(seen.insert(d.op).second) << "op " << d.op << " reported twice";
+    }
+  }
+  // Reaps until `count` copies were reported (20 s at most); then nothing may be in flight.
+  static void wait_for(gpu::CudaCopyEngine& engine, std::set<uint64_t>& seen, size_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (seen.size() < count && std::chrono::steady_clock::now() < deadline) reap(engine, seen);
+    ASSERT_EQ(seen.size(), count) << "copies not reported within 20 s";
+    EXPECT_EQ(engine.inflight(), 0u);
+  }
+  // Every byte of `target` (device memory) against `model`; `unit`: the bytes a failure names a slot of.
+  static void expect_bytes(const void* target, const std::vector<uint8_t>& model, uint64_t unit = 0) {
+    std::vector<uint8_t> got(model.size());
+    ASSERT_EQ(cudaMemcpy(got.data(), target, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != model[i]) {
+        ADD_FAILURE() << "first wrong byte at " << i << (unit ? " (slot " + std::to_string(i / unit) + ")" : "") << ": "
+                      << int(got[i]) << " instead of " << int(model[i]);
+        return;
+      }
+    }
+  }
   // Submits every request (one flush: nothing is progressed in between), waits for all, checks.
   void run(gpu::CudaCopyEngine& engine, const std::vector<gpu::CopyRequest>& requests) {
     for (const gpu::CopyRequest& r : requests) {
@@ -98,26 +126,9 @@ class CopyEngineKernel : public ::testing::Test {
       expect_copy(r);
     }
     std::set<uint64_t> seen;
-    std::vector<gpu::CopyDone> done;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (seen.size() < requests.size() && std::chrono::steady_clock::now() < deadline) {
-      done.clear();
-      engine.progress(done);
-      for (const gpu::CopyDone& d : done) {
-        EXPECT_TRUE(d.status.ok()) << "op " << d.op << ": " << d.status.to_string();
-        EXPECT_TRUE(seen.insert(d.op).second) << "op " << d.op << " reported twice";
-      }
-    }
-    ASSERT_EQ(seen.size(), requests.size()) << "copies not reported within 20 s";
-    EXPECT_EQ(engine.inflight(), 0u);
-    std::vector<uint8_t> got(kBytes);
-    ASSERT_EQ(cudaMemcpy(got.data(), dst_.ptr, kBytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    for (size_t i = 0; i < kBytes; ++i) {
-      if (got[i] != host_dst_[i]) {
-        ADD_FAILURE() << "first wrong byte at " << i << ": " << int(got[i]) << " instead of " << int(host_dst_[i]);
-        return;
-      }
-    }
+    wait_for(engine, seen, requests.size());
+    if (HasFatalFailure()) return;
+    expect_bytes(dst_.ptr, host_dst_);
   }
 
   // 12 rounds of gathers in pinned room (and from the caller's memory, and plain copies), many
@@ -340,6 +351,38 @@ TEST_F(CopyEngineKernel, PlainCopiesOfManyLengthsAndOneLengthMoveTheirBytes) {
   }
 }
 
+// Several launches of one flush on one stream (200 copies of changing lengths: a kernel run each,
+// four launches), flush after flush without waiting in between, so the launcher thread still
+// holds earlier flushes' launches while later ones are built: each keeps its own parameters (they
+// live in their flush's record, not in the ops; the record is reused only once it retired).
+TEST_F(CopyEngineKernel, LaunchesOfFlushesQueuedOnOneStreamKeepTheirParameters) {
+  for (const Issue issue : kIssueWays) {
+    SCOPED_TRACE(name_of(issue));
+    clear_target();
+    gpu::CudaCopyEngine::Options o = kernel_mode(issue);
+    o.streams_per_device = 1;
+    gpu::CudaCopyEngine engine(o);
+    ASSERT_TRUE(engine.prepare(0).ok());
+    constexpr uint64_t kRounds = 3, kCopies = 200, kStride = 9400;  // lengths < kStride: no overlap
+    std::set<uint64_t> seen;
+    for (uint64_t round = 0; round < kRounds; ++round) {
+      for (uint64_t i = 0; i < kCopies; ++i) {
+        const uint64_t n = round * kCopies + i;
+        const uint64_t length = 1000 + ((i + round) % 3) * 4096 + i;
+        const gpu::CopyRequest r = request(n + 1, i * kStride, n * kStride, length);
+        Status error;
+        ASSERT_EQ(engine.submit(r, &error), gpu::CopySubmit::kAccepted) << error.to_string();
+        expect_copy(r);
+      }
+      reap(engine, seen);  // this round's flush: its four launches join what is still queued
+    }
+    wait_for(engine, seen, kRounds * kCopies);
+    if (HasFatalFailure()) return;
+    expect_bytes(dst_.ptr, host_dst_);
+    if (HasFailure()) return;
+  }
+}
+
 // A loads-per-lane count the kernel was not compiled for (the builder refuses it; Options do not)
 // fails the flush's copies with cudaErrorInvalidValue and moves no byte — with the launcher thread
 // and without it — instead of running as another shape.
@@ -407,15 +450,6 @@ void CopyEngineKernel::pinned_room_rounds(Issue issue) {
   std::shuffle(slots.begin(), slots.end(), rng);
   uint64_t next_slot = 0, next_op = 1, submitted = 0;
   std::set<uint64_t> seen;
-  std::vector<gpu::CopyDone> done;
-  auto reap = [&] {
-    done.clear();
-    engine.progress(done);
-    for (const gpu::CopyDone& d : done) {
-      EXPECT_TRUE(d.status.ok()) << "op " << d.op << ": " << d.status.to_string();
-      EXPECT_TRUE(seen.insert(d.op).second) << "op " << d.op << " reported twice";
-    }
-  };
   auto gather = [&] {
     gpu::CopyRequest r = request(next_op++, 0, 0, kPage);
     r.dst_ptr = target.ptr;
@@ -470,23 +504,13 @@ void CopyEngineKernel::pinned_room_rounds(Issue issue) {
     std::memcpy(model.data() + plain_slot * kPage, host_src_.data() + round * 7 % (kBytes / kPage) * kPage, kPage);
     ASSERT_EQ(engine.submit(plain, &error), gpu::CopySubmit::kAccepted) << error.to_string();
     submitted += 2;
-    reap();  // flushes this round; waits for nothing
+    reap(engine, seen);  // flushes this round; waits for nothing
   }
   for (const std::vector<gpu::CopySegment>& plan : planned) model_of(plan);
   ASSERT_LE(next_slot, kSlots);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (seen.size() < submitted && std::chrono::steady_clock::now() < deadline) reap();
-  ASSERT_EQ(seen.size(), submitted) << "copies not reported within 20 s";
-  EXPECT_EQ(engine.inflight(), 0u);
-  std::vector<uint8_t> got(kTargetBytes);
-  ASSERT_EQ(cudaMemcpy(got.data(), target.ptr, kTargetBytes, cudaMemcpyDeviceToHost), cudaSuccess);
-  for (uint64_t i = 0; i < kTargetBytes; ++i) {
-    if (got[i] != model[i]) {
-      ADD_FAILURE() << "first wrong byte at " << i << " (slot " << i / kPage << "): " << int(got[i]) << " instead of "
-                    << int(model[i]);
-      return;
-    }
-  }
+  wait_for(engine, seen, submitted);
+  if (HasFatalFailure()) return;
+  expect_bytes(target.ptr, model, kPage);
 }
 
 }  // namespace
