@@ -387,7 +387,11 @@ void GroupWorker::deliver(Request* r, const Status& status, bool on_owner) {
   r->delivered = true;
   OpCells& cells = metrics_.op(r->op);
   if (status.ok()) {
-    cells.requests_completed.add();
+    if (on_owner) {
+      cells.requests_completed_by_owner.add();
+    } else {
+      cells.requests_completed_off_owner.add();
+    }
   } else {
     cells.requests_failed[static_cast<size_t>(status.code())].add();
   }

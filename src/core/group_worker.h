@@ -117,8 +117,14 @@ class GroupWorker {
   void add_stats(EngineStats& s) const;
   // This group's metrics (any thread; they live as long as the worker).
   const WorkerMetrics& metrics() const { return metrics_; }
-  // Rotating first domain for round-robin routes.
-  uint32_t next_start_domain() { return next_start_.fetch_add(1, std::memory_order_relaxed); }
+  // Rotating first domain for round-robin routes. A load and a store, not a read-modify-write:
+  // submitters racing here may start on the same domain (the load evens out a little less), and
+  // every submit saves a locked instruction (~10 ns on the 2-core VM).
+  uint32_t next_start_domain() {
+    const uint32_t d = next_start_.load(std::memory_order_relaxed);
+    next_start_.store(d + 1, std::memory_order_relaxed);
+    return d;
+  }
 
   // --- worker thread only (inside run_sync) ---
   transport::Domain& domain(size_t d) { return *domains_[d].domain; }

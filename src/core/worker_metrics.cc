@@ -37,7 +37,7 @@ PeerCells* WorkerMetrics::add_peer(std::span<const uint8_t> key, size_t paths) {
 
 void WorkerMetrics::add_totals(EngineStats& s) const {
   for (const OpCells& c : ops_) {
-    s.requests_completed += c.requests_completed.get();
+    s.requests_completed += c.completed();
     for (size_t code = 1; code < kNumErrorCodes; ++code) s.requests_failed += c.requests_failed[code].get();
   }
   if (s.wrs_posted_by_domain.size() < domains_.size()) s.wrs_posted_by_domain.resize(domains_.size());
@@ -60,7 +60,7 @@ void WorkerMetrics::read_into(Metrics& out) const {
     m.wrs_posted += c.wrs_posted.get();
     m.wrs_completed += c.wrs_completed.get();
     read_codes(c.wrs_failed, m.wrs_failed);
-    m.requests_completed += c.requests_completed.get();
+    m.requests_completed += c.completed();
     read_codes(c.requests_failed, m.requests_failed);
     c.request_latency.read_into(m.request_latency);
     c.submit_to_post.read_into(m.submit_to_post);

@@ -23,8 +23,14 @@ struct alignas(64) OpCells {
   OwnedCounter wrs_posted;
   OwnedCounter wrs_completed;
   OwnedCounter wrs_failed[kNumErrorCodes];
-  SharedCounter requests_completed;
-  SharedCounter requests_failed[kNumErrorCodes];
+  // Requests that ended Ok, counted by the group's progress owner: a plain store where a shared
+  // counter cost every request a locked instruction. The shared cell takes an Ok delivered off
+  // the owner (GroupWorker::deliver's on_owner false: an abandoned group's requests, which today
+  // always fail), so no path can race the owner's store. Read as the sum (completed()).
+  OwnedCounter requests_completed_by_owner;
+  SharedCounter requests_completed_off_owner;
+  SharedCounter requests_failed[kNumErrorCodes];  // rare: no need to split them
+  uint64_t completed() const { return requests_completed_by_owner.get() + requests_completed_off_owner.get(); }
   OwnedHistogram request_latency;
   OwnedHistogram submit_to_post;
 };
