@@ -89,7 +89,7 @@ Status EngineCore::start() {
       return invalid_argument("all groups must use the same transport");
     }
   }
-  accepting_.store(true, std::memory_order_seq_cst);
+  gate_.open();
   // Adaptive engines: the callback thread reaps while callbacks flow (CompletionDispatcher::
   // set_reaper). A spinning worker already reaps at once, and would only contend with it.
   const bool callers_post =
@@ -120,19 +120,6 @@ std::vector<DomainAddress> EngineCore::domain_addresses(size_t group) const {
 
 std::string EngineCore::provider() const { return workers_[0]->infos()[0].provider; }
 
-EngineCore::SubmitStripe& EngineCore::submit_stripe() {
-  static std::atomic<size_t> next_thread{0};
-  thread_local const size_t mine = next_thread.fetch_add(1, std::memory_order_relaxed);
-  return submit_stripes_[mine % kSubmitStripes];
-}
-
-bool EngineCore::submits_in_progress() const {
-  for (const SubmitStripe& s : submit_stripes_) {
-    if (s.n.load(std::memory_order_seq_cst) != 0) return true;
-  }
-  return false;
-}
-
 Status EngineCore::check_group(size_t group) const {
   if (group >= workers_.size()) {
     return invalid_argument("group " + std::to_string(group) + " does not exist (engine has " +
@@ -145,7 +132,7 @@ Status EngineCore::check_group(size_t group) const {
 
 Result<MrRegistration> EngineCore::register_memory(void* ptr, size_t length, Access access, MemoryKind kind,
                                                    size_t group) {
-  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (!gate_.accepting()) return fabric_lib::stopped("engine stopped");
   if (ptr == nullptr) return invalid_argument("register_memory: null pointer");
   if (length == 0) return invalid_argument("register_memory: zero length");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
@@ -224,7 +211,7 @@ Result<std::shared_ptr<MrEntry>> EngineCore::local_region(MrHandle handle, uint6
 }
 
 Status EngineCore::cancel(TransferId id) {
-  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (!gate_.accepting()) return fabric_lib::stopped("engine stopped");
   const size_t group = RequestPool::split(id).group;
   if (group >= workers_.size() || !requests_->issued(id)) {
     return not_found("transfer id " + std::to_string(id) + " was never issued by this engine");
@@ -233,7 +220,7 @@ Status EngineCore::cancel(TransferId id) {
 }
 
 size_t EngineCore::progress(size_t max_events) {
-  if (!accepting_.load(std::memory_order_acquire)) return 0;
+  if (!gate_.accepting()) return 0;
   size_t handled = 0;
   // One clock read serves the groups that had nothing to do (each read its own before: 25-35 ns
   // apiece on a VM, 8 groups by default); after a group that handled events (callbacks, posts:
@@ -248,7 +235,7 @@ size_t EngineCore::progress(size_t max_events) {
 }
 
 Status EngineCore::forget_peer(const MrDesc& desc, size_t group) {
-  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (!gate_.accepting()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   if (desc.empty() || desc.num_domains() != num_domains()) return invalid_argument("forget_peer: descriptor does not match this engine");
   return workers_[group]->run_sync([&](GroupWorker& w) {
@@ -260,14 +247,14 @@ Status EngineCore::forget_peer(const MrDesc& desc, size_t group) {
 // --- GPU progress -----------------------------------------------------------------------------
 
 Result<std::unique_ptr<UvmWatcher::State>> EngineCore::alloc_uvm_watcher(WatchCallback callback) {
-  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (!gate_.accepting()) return fabric_lib::stopped("engine stopped");
   if (!callback) return invalid_argument("alloc_uvm_watcher: no callback");
   Result<MappedWord> word = alloc_mapped_word();
   if (!word.ok()) return word.status();
   std::shared_ptr<detail::UvmWatcherHub> hub;
   {
     std::lock_guard lock(watcher_mu_);
-    if (!accepting_.load()) return fabric_lib::stopped("engine stopped");  // stop() may have passed already
+    if (!gate_.accepting()) return fabric_lib::stopped("engine stopped");  // stop() may have passed already
     if (!watchers_) {
       detail::UvmWatcherHub::Options o;
       o.cpu = options_.watcher_cpu;
@@ -306,7 +293,7 @@ Status EngineCore::stop() {
 }
 
 void EngineCore::shutdown_workers() {
-  accepting_.store(false, std::memory_order_seq_cst);
+  gate_.close();
   std::shared_ptr<detail::UvmWatcherHub> hub;
   {
     std::lock_guard lock(watcher_mu_);
@@ -320,7 +307,7 @@ void EngineCore::shutdown_workers() {
   // gives the group up, and that thread parks for good if the call ever returns: it will not
   // touch the engine again). So once a group was given up on, the wait is bounded.
   const auto given_up_wait = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (submits_in_progress()) {
+  while (gate_.busy()) {
     if (stats_.groups_abandoned.load(std::memory_order_relaxed) > 0 && std::chrono::steady_clock::now() > given_up_wait) {
       FL_LOG_WARN("stop(): a submit is stuck inside a provider call of a given-up group; not waiting for it");
       break;

@@ -17,6 +17,7 @@
 #include "core/prepared_data.h"
 #include "core/provider_watchdog.h"
 #include "core/request_pool.h"
+#include "core/submit_gate.h"
 #include "fabric_lib/health.h"
 #include "fabric_lib/metrics.h"
 #include "fabric_lib/peer_group.h"
@@ -92,33 +93,19 @@ class EngineCore {
   // Every worker's record (GroupWorker::take_submit_latencies or take_posting_times), taken on
   // the worker.
   std::vector<uint32_t> take_latencies_ns(std::vector<uint32_t> (GroupWorker::*take)());
-  // Submits in progress, and the requests submitted by operation type, counted on cache-line
-  // stripes chosen per thread, so concurrent submitters do not share (and bounce) one counter;
-  // stop() waits until every stripe's `n` is 0.
-  struct alignas(64) SubmitStripe {
-    std::atomic<int> n{0};
-    std::atomic<uint64_t> submitted[kNumOpTypes] = {};
-  };
-  static constexpr size_t kSubmitStripes = 16;
-
-  // Holds off stop() while a submit is between its "accepting?" check and its enqueue.
-  // Also notes when the API call began (metrics' latencies, the submit-to-first-post measurement).
+  // One submit call (SubmitGate::Scope): holds off stop() while it is between its "accepting?"
+  // check and its hand-over. Also notes when the API call began (metrics' latencies, the
+  // submit-to-first-post measurement).
   class SubmitScope {
    public:
-    SubmitScope(EngineCore& e, OpType op)
-        : e_(e), stripe_(e.submit_stripe()), op_(op), start_ns_(e.timed_submits_ ? monotonic_ns() : 0) {
-      stripe_.n.fetch_add(1, std::memory_order_seq_cst);
-    }
-    ~SubmitScope() { stripe_.n.fetch_sub(1, std::memory_order_seq_cst); }
-    bool accepting() const { return e_.accepting_.load(std::memory_order_seq_cst); }
+    SubmitScope(EngineCore& e, OpType op) : gate_(e.gate_, op), start_ns_(e.timed_submits_ ? monotonic_ns() : 0) {}
+    bool accepting() const { return gate_.open(); }
     int64_t start_ns() const { return start_ns_; }
-    OpType op() const { return op_; }
-    void count_submitted() const { stripe_.submitted[static_cast<size_t>(op_)].fetch_add(1, std::memory_order_relaxed); }
+    OpType op() const { return gate_.op(); }
+    void count_submitted() const { gate_.count_submitted(); }
 
    private:
-    EngineCore& e_;
-    SubmitStripe& stripe_;
-    OpType op_;
+    SubmitGate::Scope gate_;
     int64_t start_ns_;
   };
 
@@ -166,12 +153,9 @@ class EngineCore {
   std::mutex watcher_mu_;
   std::shared_ptr<detail::UvmWatcherHub> watchers_;
 
-  std::atomic<bool> accepting_{false};
-  SubmitStripe submit_stripes_[kSubmitStripes];
-  SubmitStripe& submit_stripe();
+  SubmitGate gate_;  // accepting submits, and the submit calls stop() waits out
   const bool timed_submits_;  // metrics on, or submit latency recorded: submits read the clock
   const size_t domains_per_group_;  // options_.domains_per_group(), read by every submit
-  bool submits_in_progress() const;
   std::atomic<bool> stopped_{false};
   std::mutex stop_mu_;
 };

@@ -23,7 +23,7 @@ Result<TransferId> EngineCore::submit_send(const DomainAddress& dst, std::span<c
 }
 
 Status EngineCore::post_recvs(size_t count, size_t max_length, RecvCallback on_recv, RecvErrorCallback on_error) {
-  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (!gate_.accepting()) return fabric_lib::stopped("engine stopped");
   if (count == 0 || count > 65536) return invalid_argument("post_recvs: count must be 1..65536");
   if (max_length == 0 || max_length > (size_t{1} << 30)) return invalid_argument("post_recvs: max_length must be 1..1 GiB");
   if (!on_recv) return invalid_argument("post_recvs: no receive callback");
@@ -59,7 +59,7 @@ Result<std::shared_ptr<MrEntry>> EngineCore::message_region(MrHandle handle, uin
 
 Status EngineCore::post_recvs_into(MrHandle region, uint64_t offset, size_t slot_bytes, size_t count,
                                    RecvCallback on_recv, RecvErrorCallback on_error) {
-  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (!gate_.accepting()) return fabric_lib::stopped("engine stopped");
   if (count == 0 || count > 65536) return invalid_argument("post_recvs_into: count must be 1..65536");
   if (slot_bytes == 0 || slot_bytes > (size_t{1} << 30)) return invalid_argument("post_recvs_into: slot_bytes must be 1..1 GiB");
   if (!on_recv) return invalid_argument("post_recvs_into: no receive callback");

@@ -1,15 +1,13 @@
 // EngineCore: reading the counters (stats(), metrics()) while the workers run. Each group's
 // WorkerMetrics is written by its progress owner and read here with relaxed loads; the requests
-// submitted come from the submit stripes, the watchdog's events from StatCounters.
+// submitted come from the submit gate, the watchdog's events from StatCounters.
 #include "core/engine_core.h"
 
 namespace fabric_lib::detail {
 
 EngineStats EngineCore::stats() const {
   EngineStats s;
-  for (const SubmitStripe& stripe : submit_stripes_) {
-    for (const auto& n : stripe.submitted) s.requests_submitted += n.load(std::memory_order_relaxed);
-  }
+  s.requests_submitted = gate_.submitted();
   s.groups_abandoned = stats_.groups_abandoned.load(std::memory_order_relaxed);
   for (const auto& w : workers_) w->add_stats(s);
   return s;
@@ -21,9 +19,7 @@ Metrics EngineCore::metrics() const {
   m.ops.resize(kNumOpTypes);
   for (size_t o = 0; o < kNumOpTypes; ++o) {
     m.ops[o].op = static_cast<OpType>(o);
-    for (const SubmitStripe& stripe : submit_stripes_) {
-      m.ops[o].requests_submitted += stripe.submitted[o].load(std::memory_order_relaxed);
-    }
+    m.ops[o].requests_submitted = gate_.submitted(static_cast<OpType>(o));
   }
   for (const auto& w : workers_) w->metrics().read_into(m);
   m.groups_abandoned = stats_.groups_abandoned.load(std::memory_order_relaxed);

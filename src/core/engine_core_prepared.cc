@@ -9,7 +9,7 @@
 namespace fabric_lib::detail {
 
 Result<std::shared_ptr<const PreparedPagedWrites::Data>> EngineCore::prepare_paged_writes(const PagedWriteTemplate& t) {
-  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (!gate_.accepting()) return fabric_lib::stopped("engine stopped");
   if (t.src_page_bound == 0 || t.dst_page_bound == 0) {
     return invalid_argument("prepare_paged_writes: page bounds must be >= 1");
   }
@@ -75,7 +75,7 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedPagedWrites::Data& 
 
 Result<std::shared_ptr<const PreparedScatter::Data>> EngineCore::prepare_scatter(
     const ScatterTemplate& t, std::shared_ptr<const PeerGroup::Data> peers) {
-  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (!gate_.accepting()) return fabric_lib::stopped("engine stopped");
   if (!peers) return invalid_argument("prepare_scatter: a PeerGroup is required (add_peer_group)");
   if (t.targets.empty()) return invalid_argument("prepare_scatter: no targets");
   if (t.targets.size() > UINT32_MAX) return invalid_argument("prepare_scatter: too many targets");

@@ -230,7 +230,7 @@ Result<TransferId> EngineCore::submit_barrier(uint32_t imm, std::span<const MrDe
 }
 
 Result<std::shared_ptr<const PeerGroup::Data>> EngineCore::add_peer_group(std::span<const MrDesc> peers, size_t group) {
-  if (!accepting_.load()) return fabric_lib::stopped("engine stopped");
+  if (!gate_.accepting()) return fabric_lib::stopped("engine stopped");
   FABRIC_LIB_RETURN_IF_ERROR(check_group(group));
   if (peers.empty()) return invalid_argument("add_peer_group: no peers");
   for (size_t i = 0; i < peers.size(); ++i) {
