@@ -6,7 +6,7 @@
 // live on cache-line stripes, so concurrent submitters do not share (and bounce) one counter. A
 // thread with a thread_slot() (base/thread_slot.h) has a stripe of its own and updates it with
 // plain loads and stores — three locked instructions fewer per submit than a shared stripe's
-// read-modify-writes (single writes ~6 ns faster on the 2-core VM, engine-overhead-bench). Its
+// read-modify-writes (single writes ~11 ns faster on the 2-core VM, engine-overhead-bench). Its
 // "inside" store is ordered before its open() load by an asymmetric fence
 // (base/asymmetric_fence.h), whose heavy half close() makes between clearing the flag and any
 // busy() read: a scope either sees the gate closed or is seen by busy(). Threads beyond the slot
