@@ -57,22 +57,33 @@ class AllSlotsHeld {
 void close_waits_for_a_scope_inside(bool expect_own_slot) {
   SubmitGate gate;
   gate.open();
-  std::atomic<int> stage{0};  // 1: inside, saw it open; 2: may leave
+  std::mutex mu;
+  std::condition_variable cv;
+  int stage = 0;  // 1: inside, saw it open; 2: may leave
   bool saw_open = false, had_slot = false;
   std::thread submitter([&] {
     had_slot = thread_slot() >= 0;
     SubmitGate::Scope scope(gate, OpType::kWrite);
     saw_open = scope.open();
-    stage.store(1);
-    while (stage.load() != 2) std::this_thread::sleep_for(100us);
+    std::unique_lock lock(mu);
+    stage = 1;
+    cv.notify_all();
+    cv.wait_for(lock, 10s, [&] { return stage == 2; });  // bounded: never a hang
   });
-  while (stage.load() != 1) std::this_thread::sleep_for(100us);
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 10s, [&] { return stage == 1; })) << "the submitter never got inside";
+  }
   EXPECT_TRUE(gate.busy());
   gate.close();
   EXPECT_FALSE(gate.accepting());
-  std::this_thread::sleep_for(20ms);
+  // close() has returned; the scope is still inside and must still be counted.
   EXPECT_TRUE(gate.busy()) << "close() lost a scope that is still inside";
-  stage.store(2);
+  {
+    std::lock_guard lock(mu);
+    stage = 2;
+  }
+  cv.notify_all();
   submitter.join();
   EXPECT_TRUE(saw_open);
   EXPECT_EQ(had_slot, expect_own_slot);

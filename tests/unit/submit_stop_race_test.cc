@@ -27,9 +27,9 @@ struct Tally {
   std::string wrong;  // the first refusal other than Stopped
 };
 
-// `threads` submitters write 4 KiB pieces until the engine refuses them; stop() comes after
-// `head_start`. Checks the promises above.
-void race_stop(size_t threads, std::chrono::milliseconds head_start, bool expect_own_stripes) {
+// `threads` submitters write 4 KiB pieces until the engine refuses them; stop() comes once
+// `accepted_first` submits were accepted (waited for, bounded). Checks the promises above.
+void race_stop(size_t threads, uint64_t accepted_first, bool expect_own_stripes) {
   std::vector<uint8_t> inbox(1 << 20, 0), data(1 << 20, 7);
   auto target = TransferEngineBuilder().provider("tcp").interfaces({"lo"}).domains_per_group(2).build();
   auto source = TransferEngineBuilder().provider("tcp").interfaces({"lo"}).domains_per_group(2).build();
@@ -62,7 +62,11 @@ void race_stop(size_t threads, std::chrono::milliseconds head_start, bool expect
       }
     });
   }
-  std::this_thread::sleep_for(head_start);
+  const auto give_up = std::chrono::steady_clock::now() + 10s;  // bounded: never a hang
+  while (tally.accepted.load() < accepted_first && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  EXPECT_GE(tally.accepted.load(), accepted_first) << "the submitters did not get going";
   ASSERT_TRUE(engine.stop().ok());
   const uint64_t completed_at_stop = tally.completed.load();
   for (std::thread& s : submitters) s.join();
@@ -80,7 +84,7 @@ void race_stop(size_t threads, std::chrono::milliseconds head_start, bool expect
 TEST(SubmitStopRace, ThreadsWithStripesOfTheirOwn) {
   for (int round = 0; round < 5; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    race_stop(4, std::chrono::milliseconds(5 + 10 * round), /*expect_own_stripes=*/true);
+    race_stop(4, 100 + 1000 * round, /*expect_own_stripes=*/true);
   }
 }
 
@@ -106,7 +110,7 @@ TEST(SubmitStopRace, ThreadsBeyondTheSlotLimitShareStripes) {
   }
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    race_stop(4, std::chrono::milliseconds(5 + 10 * round), /*expect_own_stripes=*/false);
+    race_stop(4, 100 + 1000 * round, /*expect_own_stripes=*/false);
   }
   {
     std::lock_guard lock(mu);
