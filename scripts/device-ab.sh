@@ -34,7 +34,7 @@ mapfile -t dep_args < <(fabric_lib_cmake_dep_args)
 [ -f "$old_tar" ] || { echo "no $old_tar (see the header)" >&2; exit 2; }
 rm -rf /tmp/fabric-lib-ab-old && mkdir -p /tmp/fabric-lib-ab-old && tar xzf "$old_tar" -C /tmp/fabric-lib-ab-old
 build() {  # source dir, build dir, more targets
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABRIC_LIB_CUDA="$cuda" -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON "${dep_args[@]}" >"$2.log" 2>&1 &&
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g -DFABRIC_LIB_CUDA="$cuda" -DFABRIC_LIB_BUILD_TESTS=ON -DFABRIC_LIB_BUILD_TOOLS=ON "${dep_args[@]}" >"$2.log" 2>&1 &&
     cmake --build "$2" -j"$(nproc)" --target fabric-bench engine-overhead-bench ${3:-} >>"$2.log" 2>&1 ||
     { tail -n 30 "$2.log"; echo "build of $1 failed" >&2; return 1; }
 }

@@ -44,7 +44,7 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 {
   echo "cmake: $(cmake --version | head -n1); compiler: $(c++ --version | head -n1)"
-  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g \
     -DFABRIC_LIB_BUILD_TESTS=OFF -DFABRIC_LIB_PYTHON=OFF -DFABRIC_LIB_CUDA=OFF "${dep_args[@]}"
   cmake --build "$build" -j"$(nproc)" --target fabric-bench fabric-info
 } >"$out/build.log" 2>&1 || {

@@ -2,8 +2,8 @@
 // the checks they share: each validates what it names against the registered regions and the
 // group's transport, plans its WRs (or keeps a paged write's page lists) and queues the request
 // on its group's worker.
-#include <algorithm>
 
+#include "base/largest_index.h"
 #include "core/engine_core.h"
 #include "core/peer_group_data.h"
 #include "core/range_checks.h"
@@ -135,11 +135,8 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
   const size_t group = src->group;
   FABRIC_LIB_RETURN_IF_ERROR(check_remote(request.dst, 0, 0, group));
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
-  uint32_t max_src = 0, max_dst = 0;
-  for (size_t i = 0; i < pages; ++i) {
-    max_src = std::max(max_src, request.src_pages[i]);
-    max_dst = std::max(max_dst, request.dst_pages[i]);
-  }
+  const uint32_t max_src = largest_index(request.src_pages);
+  const uint32_t max_dst = largest_index(request.dst_pages);
   if (!pages_fit(request.src_offset, max_src, request.src_stride, request.page_length, src->length)) {
     return out_of_range("source page " + std::to_string(max_src) + " ends past the " + std::to_string(src->length) +
                         "-byte source region");
