@@ -10,7 +10,8 @@
 // Baseline, measured in the same run: the same InstantDomain driven directly (post_write + poll
 // of the same number of WRs, no engine), so engine work per WR = (engine time - baseline time) /
 // WRs. One thread submits and reaps with progress() (caller-thread posting; the worker idles).
-// Prints ns per WR for single writes, 64-page paged writes and 64-target scatters (with
+// Prints ns per WR for single writes, 64-page paged writes, 4096-page paged writes (a KV layer's
+// shape: requests scaled so the point posts as many WRs as the 64-page one) and 64-target scatters (with
 // descriptors — to one peer, and to 8 peers in turn — and through a PeerGroup of one and of 8
 // peers), and MET/MISSED
 // against the hot-path issue's target (engine work per WR <= 100 ns).
@@ -115,14 +116,14 @@ int run(const Options& o) {
   }
   TransferEngine& engine = **built;
   constexpr size_t kRegion = 1 << 20;
-  std::vector<uint8_t> src(kRegion, 1), dst(kRegion, 0);
+  constexpr uint32_t kPages = 64, kLayerPages = 4096, kPage = 4096;
+  std::vector<uint8_t> src(size_t{kLayerPages} * kPage, 1), dst(size_t{kLayerPages} * kPage, 0);
   Result<MrRegistration> s = engine.register_memory(src.data(), src.size(), Access::kLocalOnly);
   Result<MrRegistration> d = engine.register_memory(dst.data(), dst.size(), Access::kRemoteWrite);
   if (!s.ok() || !d.ok()) {
     std::fprintf(stderr, "engine-overhead-bench: register_memory: %s\n", (s.ok() ? d.status() : s.status()).to_string().c_str());
     return 1;
   }
-  constexpr uint32_t kPages = 64, kPage = 4096;
   PagedWriteRequest paged{s->handle, d->desc, kPage};
   ScatterRequest scatter{s->handle};
   for (uint32_t i = 0; i < kPages; ++i) {
@@ -132,6 +133,13 @@ int run(const Options& o) {
   }
   paged.src_stride = paged.dst_stride = kPage;
   paged.imm = scatter.imm = 7;
+  PagedWriteRequest layer = paged;
+  layer.src_pages.clear();
+  layer.dst_pages.clear();
+  for (uint32_t i = 0; i < kLayerPages; ++i) {
+    layer.src_pages.push_back(i);
+    layer.dst_pages.push_back(kLayerPages - 1 - i);
+  }
   // The same scatter through a PeerGroup (the form MoE dispatch uses): targets name a group
   // member instead of carrying a descriptor each.
   const MrDesc group_descs[] = {d->desc};
@@ -180,6 +188,7 @@ int run(const Options& o) {
 
   std::vector<Point> points = {{"single 4 KiB", 1},
                                {"paged 64 x 4 KiB", kPages},
+                               {"paged 4096 x 4 KiB", kLayerPages},
                                {"scatter 64 x 4 KiB", kPages},
                                {"scatter 64 x 4 KiB to 8 peers", kPages},
                                {"group scatter 64 x 4 KiB", kPages},
@@ -195,8 +204,13 @@ int run(const Options& o) {
   }
   for (uint32_t round = 0; round < o.repeats; ++round) {
   for (Point& p : points) {
+    // The 4096-page point posts as many WRs as the 64-page ones: 1/64 of the requests.
+    Options po = o;
+    if (p.wrs_per_request > kPages) po.requests = std::max<uint64_t>(1, o.requests * kPages / p.wrs_per_request);
     Result<double> ns = std::string(p.name).starts_with("single")
                             ? engine_ns_per_wr(engine, o, 1, [&](Completion c) { return engine.submit_write(single, c); })
+                        : std::string(p.name) == "paged 4096 x 4 KiB"
+                            ? engine_ns_per_wr(engine, po, kLayerPages, [&](Completion c) { return engine.submit_paged_writes(layer, c); })
                         : std::string(p.name).starts_with("paged")
                             ? engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_paged_writes(paged, c); })
                         : std::string(p.name) == "group scatter 64 x 4 KiB to 8 peers"
@@ -211,7 +225,7 @@ int run(const Options& o) {
       return 1;
     }
     p.engine_ns_per_wr = std::min(p.engine_ns_per_wr == 0 ? *ns : p.engine_ns_per_wr, *ns);
-    const double base = baseline_ns_per_wr(o.requests * p.wrs_per_request, o.window * p.wrs_per_request);
+    const double base = baseline_ns_per_wr(po.requests * p.wrs_per_request, o.window * p.wrs_per_request);
     p.baseline_ns_per_wr = p.baseline_ns_per_wr == 0 ? base : std::min(p.baseline_ns_per_wr, base);
   }
   }
