@@ -3,6 +3,7 @@
 // an ordinary request.
 #include <algorithm>
 
+#include "base/largest_index.h"
 #include "core/engine_core.h"
 #include "core/range_checks.h"
 
@@ -53,7 +54,12 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedPagedWrites::Data& 
                             std::to_string(dst_pages.size()) + " destination pages");
   }
   if (pages > UINT32_MAX) return invalid_argument("submit_prepared: too many pages");
-  for (size_t i = 0; i < pages; ++i) {
+  // The largest indices first (in lanes: base/largest_index.h); the first page out of bounds is
+  // looked for only to name it.
+  const uint32_t max_src = largest_index(src_pages);
+  const uint32_t max_dst = largest_index(dst_pages);
+  const bool in_bounds = max_src < p.t.src_page_bound && max_dst < p.t.dst_page_bound;
+  for (size_t i = 0; !in_bounds && i < pages; ++i) {
     if (src_pages[i] >= p.t.src_page_bound || dst_pages[i] >= p.t.dst_page_bound) {
       return out_of_range("submit_prepared: page " + std::to_string(i) + " (" + std::to_string(src_pages[i]) + " -> " +
                           std::to_string(dst_pages[i]) + ") is outside the prepared bounds (" +
@@ -67,6 +73,8 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedPagedWrites::Data& 
   r->src_pages.assign(src_pages.begin(), src_pages.end());
   r->dst_pages.assign(dst_pages.begin(), dst_pages.end());
   r->geometry = {p.t.page_length, p.t.src_stride, p.t.dst_stride, p.t.src_offset, p.t.dst_offset};
+  r->largest_src_page = max_src;
+  r->largest_dst_page = max_dst;
   planner::plan_pages(pages, paged_route(p.t.route, group), num_domains(), workers_[group]->next_start_domain(),
                       r->page_runs);
   r->group = p.dst;

@@ -154,6 +154,8 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
   r->src_pages.swap(request.src_pages);
   r->dst_pages.swap(request.dst_pages);
   r->geometry = {request.page_length, request.src_stride, request.dst_stride, request.src_offset, request.dst_offset};
+  r->largest_src_page = max_src;
+  r->largest_dst_page = max_dst;
   planner::plan_pages(pages, paged_route(request.route, group), num_domains(), workers_[group]->next_start_domain(),
                       r->page_runs);
   r->targets.push_back(std::move(request.dst));

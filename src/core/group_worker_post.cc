@@ -153,6 +153,9 @@ size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::Pos
     run.has_imm = r.has_imm;
     run.imm = r.imm;
     run.context = reinterpret_cast<uint64_t>(record);
+    run.largest_known = true;
+    run.largest_src_page = r.largest_src_page;
+    run.largest_dst_page = r.largest_dst_page;
     n = ds.domain->post_pages(run, result, error);
   } else {
     run_wrs_.resize(k);

@@ -25,6 +25,8 @@ void Request::reset() {
   src_pages.clear();
   dst_pages.clear();
   geometry = {};
+  largest_src_page = 0;
+  largest_dst_page = 0;
   page_runs.clear();
   message.clear();
   send_offset = 0;

@@ -52,6 +52,8 @@ struct Request {
   std::vector<uint32_t> src_pages;
   std::vector<uint32_t> dst_pages;
   planner::PageGeometry geometry;
+  uint32_t largest_src_page = 0;  // of src_pages / dst_pages (found when the request was checked)
+  uint32_t largest_dst_page = 0;
   std::vector<planner::PageRun> page_runs;
 
   // kSend: a copy of the message, or (src set) `send_length` bytes at `send_offset` of the

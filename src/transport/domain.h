@@ -112,6 +112,13 @@ struct PageRunWr {
   bool has_imm = false;
   uint32_t imm = 0;
   uint64_t context = 0;
+  // Optional: no index of src_pages[0, count) is larger than largest_src_page, none of dst_pages
+  // larger than largest_dst_page (the engine found its whole list's largest indices when it
+  // checked the request; a run is part of that list). A backend that checks each page's range may
+  // check these once instead of finding each run's own; false: it finds them itself.
+  bool largest_known = false;
+  uint32_t largest_src_page = 0;
+  uint32_t largest_dst_page = 0;
 
   // WR i as a WriteWr.
   WriteWr write(size_t i) const {

@@ -153,6 +153,8 @@ Result<double> run_once(IpcDomain& initiator, IpcDomain& target, PeerHandle peer
       pages.has_imm = true;
       pages.imm = 7;
       pages.context = posted;
+      pages.largest_known = true;  // as the engine's runs: no index reaches kPages
+      pages.largest_src_page = pages.largest_dst_page = static_cast<uint32_t>(kPages - 1);
       PostResult last = PostResult::kPosted;
       posted += pass_wrs == 0 ? 0 : initiator.post_pages(pages, &last, &error);
       if (last == PostResult::kFailed) return error;

@@ -141,6 +141,19 @@ TEST_F(FormsBadInput, SubmitPreparedRefusesWhatLeavesTheBounds) {
             ErrorCode::kInvalidArgument);
   EXPECT_EQ(code_of(engine->submit_prepared(PreparedPagedWrites(), two, two, 1, Completion())),
             ErrorCode::kInvalidArgument);
+  // A long list (its largest indices are found in lanes): the one page past a bound, at any
+  // position, is refused and named.
+  for (size_t at : {size_t{0}, size_t{15}, size_t{16}, size_t{37}, size_t{39}}) {
+    std::vector<uint32_t> ok(40, 3);
+    std::vector<uint32_t> past = ok;
+    past[at] = 16;
+    Result<TransferId> r = engine->submit_prepared(*p, past, ok, 1, Completion());
+    ASSERT_EQ(code_of(r), ErrorCode::kOutOfRange) << "source page " << at;
+    EXPECT_NE(r.status().message().find("page " + std::to_string(at) + " ("), std::string::npos) << r.status().message();
+    r = engine->submit_prepared(*p, ok, past, 1, Completion());
+    ASSERT_EQ(code_of(r), ErrorCode::kOutOfRange) << "destination page " << at;
+    EXPECT_NE(r.status().message().find("page " + std::to_string(at) + " ("), std::string::npos) << r.status().message();
+  }
 
   Result<PreparedScatter> s = engine->prepare_scatter(scatter());
   ASSERT_TRUE(s.ok()) << s.status().to_string();

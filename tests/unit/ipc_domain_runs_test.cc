@@ -100,7 +100,8 @@ struct PageList {
 // A run of 300 shuffled pages, posted as WriteWrs (post_writes) or as its page list (post_pages):
 // one op, every page lands before any of the run's imms, exactly one arrival and one completion
 // per WR, in one imm record and one event.
-void expect_run_lands_as_one_op(bool page_list) {
+// With largest_known the page list carries its largest indices, as the engine's runs do.
+void expect_run_lands_as_one_op(bool page_list, bool largest_known = false) {
   // 64 KiB a poll: the run's copy takes 19 polls, and its imm must wait for the last.
   IpcOptions a = testing::test_options();
   a.host_copies.slice_bytes = a.host_copies.budget_bytes = 64 * 1024;
@@ -116,8 +117,10 @@ void expect_run_lands_as_one_op(bool page_list) {
   Status error;
   if (page_list) {
     const PageList list(perm);
-    ASSERT_EQ(p.a->post_pages(list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 77, 5), &last, &error), kPages)
-        << error.to_string();
+    PageRunWr run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 77, 5);
+    run.largest_known = largest_known;
+    run.largest_src_page = run.largest_dst_page = kPages - 1;
+    ASSERT_EQ(p.a->post_pages(run, &last, &error), kPages) << error.to_string();
   } else {
     const std::vector<WriteWr> run = page_run(src.data(), smr->desc, p.b_at_a, dmr->rkey, perm, 77, 5);
     ASSERT_EQ(p.a->post_writes(run, &last, &error), kPages) << error.to_string();
@@ -150,6 +153,10 @@ TEST(IpcDomainRuns, ARunIsOneOpOneImmRecordAndOneEventAndEveryPageLandsBeforeIts
 
 TEST(IpcDomainRuns, APageListIsOneOpOneImmRecordAndOneEventAndEveryPageLandsBeforeItsImm) {
   expect_run_lands_as_one_op(/*page_list=*/true);
+}
+
+TEST(IpcDomainRuns, APageListWithItsLargestIndicesKnownIsTheSameOneOp) {
+  expect_run_lands_as_one_op(/*page_list=*/true, /*largest_known=*/true);
 }
 
 // A write's shards on one domain (the engine keeps them there on a one-medium group): WRs of
@@ -570,7 +577,8 @@ TEST(IpcDomainRuns, ARunToAPeerThatExitedEndsWithPeerUnreachable) {
 // A page whose target (or source) lies outside its region: the pages before it are posted (and
 // land), it is refused with post_write's error for the same WR, and the ones after it are not
 // posted. (post_pages checks a run by its largest indices first, then page by page: both sides.)
-void expect_list_stops_before_bad_page(bool bad_source) {
+// With largest_known the run carries its true largest indices (the bad page's among them).
+void expect_list_stops_before_bad_page(bool bad_source, bool largest_known = false) {
   Pair p;
   ASSERT_TRUE(p.a && p.b);
   constexpr size_t kPages = 10, kBad = 6;
@@ -583,7 +591,10 @@ void expect_list_stops_before_bad_page(bool bad_source) {
   PageList list(perm);
   if (bad_source) list.src[kBad] = kPages;  // one page past the source region's end
   else list.dst[kBad] = kPages;             // one page past the target region's end
-  const PageRunWr run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
+  PageRunWr run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
+  run.largest_known = largest_known;
+  run.largest_src_page = bad_source ? kPages : kPages - 1;
+  run.largest_dst_page = bad_source ? kPages - 1 : kPages;
   Status expected;
   ASSERT_EQ(p.a->post_write(run.write(kBad), &expected), PostResult::kFailed);
   PostResult last = PostResult::kPosted;
@@ -602,6 +613,35 @@ void expect_list_stops_before_bad_page(bool bad_source) {
 
 TEST(IpcDomainRuns, APageListStopsBeforeItsFirstPageOutsideTheTarget) { expect_list_stops_before_bad_page(false); }
 TEST(IpcDomainRuns, APageListStopsBeforeItsFirstPageOutsideTheSource) { expect_list_stops_before_bad_page(true); }
+TEST(IpcDomainRuns, APageListWithItsLargestIndicesKnownStopsBeforeItsFirstBadPage) {
+  expect_list_stops_before_bad_page(false, /*largest_known=*/true);
+  expect_list_stops_before_bad_page(true, /*largest_known=*/true);
+}
+
+// A run that is part of a longer list carries that list's largest indices, which may lie past
+// the regions while every page of the run fits: the whole run is posted (checked page by page)
+// and lands.
+TEST(IpcDomainRuns, ARunOfALongerListWhoseLargestIndexLiesPastTheRegionIsPostedWhole) {
+  Pair p;
+  ASSERT_TRUE(p.a && p.b);
+  constexpr size_t kPages = 10;
+  std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
+  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
+  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  ASSERT_TRUE(smr.ok() && dmr.ok());
+  const std::vector<size_t> perm = shuffled(kPages, 3);
+  const PageList list(perm);
+  PageRunWr run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
+  run.largest_known = true;
+  run.largest_src_page = 1000;
+  run.largest_dst_page = 2000;
+  PostResult last = PostResult::kFailed;
+  Status error;
+  ASSERT_EQ(p.a->post_pages(run, &last, &error), kPages) << error.to_string();
+  EXPECT_EQ(last, PostResult::kPosted);
+  ASSERT_TRUE(p.poll_until([&] { return count_of(p.eb, EventKind::kImm) >= kPages && count_of(p.ea, EventKind::kWriteDone) >= kPages; }));
+  EXPECT_EQ(pages_missing(dst.data(), perm, kPages), 0u);
+}
 
 // An index times its stride past 2^64: refused (a 64-bit WriteWr would wrap into the region).
 TEST(IpcDomainRuns, APageListWhoseOffsetPassesTwoToTheSixtyFourIsRefused) {

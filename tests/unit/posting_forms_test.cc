@@ -40,6 +40,7 @@ constexpr uint32_t kTargets = 16;
 struct Script {
   std::mutex mu;
   std::vector<size_t> page_runs;       // the page count of each post_pages call
+  std::vector<std::pair<int64_t, int64_t>> largest;  // each post_pages call's largest indices (-1: not given)
   std::vector<size_t> calls;           // the size of each post_writes call
   std::multiset<uint64_t> posted;      // remote address of each WR the provider took
   std::vector<bool> posted_in_call;    // per WR taken, in order: whether it came in a post_writes call
@@ -64,6 +65,8 @@ class ScriptDomain final : public ForwardingDomain {
     {
       std::lock_guard lock(script_->mu);
       script_->page_runs.push_back(run.count);
+      script_->largest.emplace_back(run.largest_known ? int64_t{run.largest_src_page} : -1,
+                                    run.largest_known ? int64_t{run.largest_dst_page} : -1);
     }
     return Domain::post_pages(run, last, e);  // through post_writes below
   }
@@ -217,6 +220,10 @@ TEST(PostingForms, APagedWritesPagesGoAsOnePageRunFirstPageIncluded) {
   {
     std::lock_guard lock(s.script->mu);
     EXPECT_EQ(s.script->page_runs, std::vector<size_t>{kTargets}) << "the pages were not one run";
+    // The engine hands the run the largest indices it checked the request with.
+    const std::pair<int64_t, int64_t> largest{kTargets - 1, kTargets - 1};
+    const std::vector<std::pair<int64_t, int64_t>> one_run{largest};
+    EXPECT_EQ(s.script->largest, one_run);
     ASSERT_EQ(s.script->posted_in_call.size(), kTargets);
     for (uint32_t i = 0; i < kTargets; ++i) EXPECT_TRUE(s.script->posted_in_call[i]) << "page " << i << " went alone";
   }

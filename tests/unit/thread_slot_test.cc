@@ -91,13 +91,17 @@ TEST(ThreadSlot, BeyondTheLimitLiveThreadsGetNoneUntilOneExits) {
   LiveThreads live(kMaxThreadSlots);
   const std::vector<int> slots = live.slots();
   const size_t held = static_cast<size_t>(std::count_if(slots.begin(), slots.end(), [](int s) { return s >= 0; }));
-  EXPECT_EQ(held + (mine >= 0 ? 1 : 0), kMaxThreadSlots);  // every slot taken, none twice
+  // Every slot taken, none twice: alone in its process this thread and the live ones hold all
+  // of them; beside other tests (one process for the whole binary) their live threads may hold
+  // a few, so the refused thread below is what proves the table full.
+  EXPECT_LE(held + (mine >= 0 ? 1 : 0), kMaxThreadSlots);
+  EXPECT_GE(held + (mine >= 0 ? 1 : 0), kMaxThreadSlots - 8) << "far fewer slots than live threads";
   std::set<int> distinct;
   for (int s : slots) {
     if (s >= 0) distinct.insert(s);
   }
   if (mine >= 0) distinct.insert(mine);
-  EXPECT_EQ(distinct.size(), kMaxThreadSlots);
+  EXPECT_EQ(distinct.size(), held + (mine >= 0 ? 1 : 0)) << "a slot was given twice";
   int extra = -3;
   std::thread([&] { extra = thread_slot(); }).join();
   EXPECT_EQ(extra, -1);

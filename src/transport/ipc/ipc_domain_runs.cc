@@ -3,6 +3,7 @@
 // that the domain's work per page is a range check and a segment; the shards of one write
 // (contiguous on both sides) as ONE op and ONE plain copy the same way.
 #include <algorithm>
+#include <type_traits>
 
 #include "transport/ipc/ipc_domain.h"
 
@@ -136,23 +137,34 @@ size_t IpcDomain::post_pages(const PageRunWr& run, PostResult* last, Status* err
   // page-copy kernel reads), so they are written once.
   const std::span<gpu::CopySegment> segments = gather_space(count, **dst);
   size_t good = 0;
-  // The common case, every page in range: one pass fills the segments and finds the largest
-  // indices, then one check of those (in 128 bits); strides that fit 32 bits take 32x32->64-bit
-  // products, which the compiler vectorizes.
-  uint32_t max_src = 0, max_dst = 0;
+  // The common case, every page in range: one pass fills the segments (and finds the largest
+  // indices unless the caller knows them: run.largest_known), then one check of those (in 128
+  // bits); strides that fit 32 bits take 32x32->64-bit products, which the compiler vectorizes.
+  // (Finding the maxima in the same loop made it ~1.7x slower at -O3: the engine already has them.)
+  uint32_t max_src = run.largest_src_page, max_dst = run.largest_dst_page;
   const uint64_t s0 = static_cast<uint64_t>(src_base);
-  auto fill = [&](auto src_stride, auto dst_stride) {
+  auto fill = [&](auto src_stride, auto dst_stride, auto find_largest) {
     for (size_t i = 0; i < count; ++i) {
       const uint32_t sp = run.src_pages[i], dp = run.dst_pages[i];
-      max_src = std::max(max_src, sp);
-      max_dst = std::max(max_dst, dp);
+      if constexpr (decltype(find_largest)::value) {
+        max_src = std::max(max_src, sp);
+        max_dst = std::max(max_dst, dp);
+      }
       segments[i] = {s0 + uint64_t{sp} * src_stride, run.remote_addr + uint64_t{dp} * dst_stride};
     }
   };
-  if (run.src_stride <= UINT32_MAX && run.dst_stride <= UINT32_MAX) {
-    fill(static_cast<uint32_t>(run.src_stride), static_cast<uint32_t>(run.dst_stride));
+  auto fill_with = [&](auto find_largest) {
+    if (run.src_stride <= UINT32_MAX && run.dst_stride <= UINT32_MAX) {
+      fill(static_cast<uint32_t>(run.src_stride), static_cast<uint32_t>(run.dst_stride), find_largest);
+    } else {
+      fill(run.src_stride, run.dst_stride, find_largest);  // (wrapped products are caught by the check below)
+    }
+  };
+  if (run.largest_known) {
+    fill_with(std::false_type{});
   } else {
-    fill(run.src_stride, run.dst_stride);  // (wrapped products are caught by the check below)
+    max_src = max_dst = 0;
+    fill_with(std::true_type{});
   }
   if (src_inside && src_base + static_cast<unsigned __int128>(max_src) * run.src_stride + run.page_length <= src_limit &&
       run.remote_addr + static_cast<unsigned __int128>(max_dst) * run.dst_stride + run.page_length <= dst_limit) {
