@@ -2,7 +2,8 @@
 # $build, $out, $py, stamp and result): where a paged write's time goes on this machine's CPU.
 #   cpu-share   engine-overhead-bench (the engine's work per WR, the provider taken out) and
 #               ipc-domain-bench (the ipc domain's work per page, the GPU taken out), with this
-#               machine's cores;
+#               machine's cores; and the GPU's share: page-copy-kernel-bench (the page-copy
+#               kernel alone, 4096 x 4 KiB requests at window 4, against contiguous copies);
 #   cpu-profile where the CPU time of fabric-bench --provider ipc goes, by function, at the points
 #               FABRIC_LIB_IPC_PROFILE names (below): a sampling profile (gperftools' libprofiler,
 #               SIGPROF on CPU time) of both processes, read with google-pprof per thread
@@ -23,10 +24,12 @@ stamp "ipc profile: CPU shares"
   timeout 120 "$build/tests/bench/engine-overhead-bench" --requests 20000 --repeats 3
   echo "== ipc-domain-bench"
   timeout 120 "$build/tests/bench/ipc-domain-bench"
+  echo "== page-copy-kernel-bench"
+  timeout 120 "$build/tests/bench/page-copy-kernel-bench"
 } >"$out/ipc_profile.txt" 2>&1
 status=$?
 result ipc-cpu-share "$([ $status -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - t0))
-grep -E "ns per WR|engine work per WR" "$out/ipc_profile.txt" | tee -a "$out/summary.txt" >&2
+grep -E "ns per WR|engine work per WR|page-copy kernel|contiguous cudaMemcpyAsync|verification" "$out/ipc_profile.txt" | tee -a "$out/summary.txt" >&2
 
 
 t0=$(date +%s)

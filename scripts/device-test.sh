@@ -25,7 +25,8 @@
 #   ipclauncher (not by default; part of ipc) the copy engine's launcher thread A/B
 #           (scripts/device-ipc-launcher.sh), alone.
 #   ipcprofile (not by default) where a paged write's time goes on this machine's CPU: the
-#           engine's and the ipc domain's work per WR, and a sampling profile of fabric-bench's
+#           engine's and the ipc domain's work per WR, the page-copy kernel alone against
+#           contiguous copies (page-copy-kernel-bench), and a sampling profile of fabric-bench's
 #           ipc paged writes when .deb/prof/ holds gperftools (scripts/device-ipc-profile.sh);
 #           FABRIC_LIB_IPC_PROFILE="paged4k single64k" picks what it samples.
 #   hostbench (not by default) fabric-bench on host memory (tcp, shm; 1 and 4 domains; every mode;
@@ -120,7 +121,7 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
     ${pybind11_dir:+-Dpybind11_DIR="$pybind11_dir"} "${dep_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target $(want cpu && echo unit_tests integration_tests) \
       $(want device || want bench || want ipc || want ipctests || want ipcshape && echo device_tests) \
-      $(want ipcprofile && echo engine-overhead-bench ipc-domain-bench fabric-bench) \
+      $(want ipcprofile && echo engine-overhead-bench ipc-domain-bench page-copy-kernel-bench fabric-bench) \
       $(want python || want ipc || want ipctests || want ipcgather || want ipcprofile || want moe || want kv || want weights && echo fabric_device_kernels _fabric_lib) \
       $( (want ipc || want ipclauncher || want ipcshape || want hostbench) && echo fabric-bench) \
       $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests) \
