@@ -6,7 +6,7 @@
 // a run to a peer that exited or closed ends with PeerUnreachable for each posted WR. Host memory:
 // in this process (memcpy), and in a child process (process_vm_writev with iovec batches).
 // IpcDomain::post_pages, the same run given as its page list (PageRunWr): the same op, bytes and
-// counts, the same refusals, and an index whose offset passes 2^64 refused. A write's shards
+// counts, the same refusals (a page list's range checks: ipc_domain_page_list_test.cc). A write's shards
 // (WRs that continue each other, of unequal lengths): one op and one plain copy the same way.
 #include <signal.h>
 #include <sys/mman.h>
@@ -19,83 +19,23 @@
 #include <numeric>
 #include <random>
 
-#include "ipc_test_support.h"
+#include "ipc_runs_support.h"
 
 namespace fabric_lib::transport::ipc {
 namespace {
 
 using testing::count_kind;
 using testing::count_of;
+using testing::HostPages;
+using testing::kPage;
+using testing::PageList;
+using testing::page_run;
+using testing::pages_missing;
 using testing::Pair;
+using testing::pattern;
+using testing::shuffled;
+using testing::source_pages;
 using testing::write_wr;
-
-constexpr uint64_t kPage = 4096;
-
-uint8_t pattern(size_t page, size_t i) { return static_cast<uint8_t>(page * 131 + i * 7 + 1); }
-
-std::vector<size_t> shuffled(size_t n, uint32_t seed) {
-  std::vector<size_t> perm(n);
-  std::iota(perm.begin(), perm.end(), size_t{0});
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
-  return perm;
-}
-
-// Source page i (pattern(i, .)) goes to target page perm[i].
-std::vector<uint8_t> source_pages(size_t pages) {
-  std::vector<uint8_t> src(pages * kPage);
-  for (size_t p = 0; p < pages; ++p) {
-    for (size_t i = 0; i < kPage; ++i) src[p * kPage + i] = pattern(p, i);
-  }
-  return src;
-}
-
-// How many of the first `pages` source pages are not (yet) at their target page.
-size_t pages_missing(const uint8_t* dst, const std::vector<size_t>& perm, size_t pages) {
-  size_t missing = 0;
-  for (size_t p = 0; p < pages; ++p) {
-    const uint8_t* at = dst + perm[p] * kPage;
-    for (size_t i = 0; i < kPage; ++i) {
-      if (at[i] != pattern(p, i)) {
-        ++missing;
-        break;
-      }
-    }
-  }
-  return missing;
-}
-
-std::vector<WriteWr> page_run(const uint8_t* src, void* desc, PeerHandle peer, uint64_t rkey, const std::vector<size_t>& perm,
-                              uint32_t imm, uint64_t context) {
-  std::vector<WriteWr> run;
-  for (size_t p = 0; p < perm.size(); ++p) run.push_back(write_wr(src + p * kPage, desc, kPage, peer, perm[p] * kPage, rkey, imm, context));
-  return run;
-}
-
-// The page list of a run: source page i at src + i * kPage, to target page perm[i].
-struct PageList {
-  std::vector<uint32_t> src, dst;
-  explicit PageList(const std::vector<size_t>& perm) {
-    for (size_t i = 0; i < perm.size(); ++i) {
-      src.push_back(static_cast<uint32_t>(i));
-      dst.push_back(static_cast<uint32_t>(perm[i]));
-    }
-  }
-  PageRunWr run(const uint8_t* base, void* desc, PeerHandle peer, uint64_t rkey, uint32_t imm, uint64_t context) const {
-    PageRunWr r;
-    r.src = base;
-    r.src_desc = desc;
-    r.peer = peer;
-    r.rkey = rkey;
-    r.page_length = r.src_stride = r.dst_stride = kPage;
-    r.src_pages = src.data();
-    r.dst_pages = dst.data();
-    r.count = src.size();
-    r.has_imm = true;
-    r.imm = imm;
-    r.context = context;
-    return r;
-  }
-};
 
 // A run of 300 shuffled pages, posted as WriteWrs (post_writes) or as its page list (post_pages):
 // one op, every page lands before any of the run's imms, exactly one arrival and one completion
@@ -108,9 +48,8 @@ void expect_run_lands_as_one_op(bool page_list, bool largest_known = false) {
   Pair p(std::move(a), testing::test_options());
   ASSERT_TRUE(p.a && p.b);
   constexpr size_t kPages = 300;
-  std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  HostPages host(p, kPages, kPages);
+  auto& [src, dst, smr, dmr] = host;
   ASSERT_TRUE(smr.ok() && dmr.ok());
   const std::vector<size_t> perm = shuffled(kPages, 15);
   PostResult last = PostResult::kFailed;
@@ -170,9 +109,8 @@ TEST(IpcDomainRuns, AWritesShardsAreOneOpOneImmRecordAndOneEventAndLandBeforeThe
   ASSERT_TRUE(p.a && p.b);
   const std::vector<size_t> shard_pages = {17, 17, 17, 15};  // 66 pages, as shard_layout cuts them
   constexpr size_t kPages = 68;
-  std::vector<uint8_t> src = source_pages(kPages), dst(2 * kPages * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  HostPages host(p, kPages, 2 * kPages);
+  auto& [src, dst, smr, dmr] = host;
   ASSERT_TRUE(smr.ok() && dmr.ok());
   std::vector<WriteWr> wrs;
   for (size_t k = 0, page = 0; k < shard_pages.size(); page += shard_pages[k++]) {
@@ -222,11 +160,9 @@ TEST(IpcDomainRuns, AWritesShardsAreOneOpOneImmRecordAndOneEventAndLandBeforeThe
 // run (its own context). Each WR completes once and each imm arrives once.
 TEST(IpcDomainRuns, RunsImmOnlyAndSingleWritesPostInOrderAndCountOnce) {
   Pair p;
-  ASSERT_TRUE(p.a && p.b);
   constexpr size_t kPages = 8;
-  std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  HostPages host(p, kPages, kPages);
+  auto& [src, dst, smr, dmr] = host;
   ASSERT_TRUE(smr.ok() && dmr.ok());
   std::vector<size_t> perm(kPages);
   std::iota(perm.begin(), perm.end(), size_t{0});
@@ -267,11 +203,9 @@ TEST(IpcDomainRuns, ARunStopsBeforeItsFirstRefusedWriteWithPostWritesError) {
                        Case{0, false, ErrorCode::kOutOfRange}}) {
     SCOPED_TRACE("refused WR " + std::to_string(c.bad));
     Pair p;
-    ASSERT_TRUE(p.a && p.b);
     constexpr size_t kPages = 10;
-    std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
-    auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-    auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+    HostPages host(p, kPages, kPages);
+    auto& [src, dst, smr, dmr] = host;
     ASSERT_TRUE(smr.ok() && dmr.ok());
     const std::vector<size_t> perm = shuffled(kPages, 3);
     std::vector<WriteWr> run = page_run(src.data(), smr->desc, p.b_at_a, dmr->rkey, perm, 9, 42);
@@ -310,9 +244,8 @@ TEST(IpcDomainRuns, ARunOrPageListAtTheOpLimitPostsNothingAndSaysAgain) {
   Pair p(8192, /*max_inflight=*/1);
   ASSERT_TRUE(p.a && p.b);
   constexpr size_t kPages = 8;
-  std::vector<uint8_t> src = source_pages(kPages + 1), dst((kPages + 1) * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  HostPages host(p, kPages + 1, kPages + 1);
+  auto& [src, dst, smr, dmr] = host;
   ASSERT_TRUE(smr.ok() && dmr.ok());
   Status error;
   ASSERT_EQ(p.a->post_write(write_wr(src.data() + kPages * kPage, smr->desc, kPage, p.b_at_a, kPages * kPage, dmr->rkey, 3u, 1), &error),
@@ -346,9 +279,8 @@ TEST(IpcDomainRuns, ARunTheCopyEngineCannotTakeNowPostsNothing) {
   Pair p(std::move(a), testing::test_options());
   ASSERT_TRUE(p.a && p.b);
   constexpr size_t kPages = 6;
-  std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  HostPages host(p, kPages, kPages);
+  auto& [src, dst, smr, dmr] = host;
   ASSERT_TRUE(smr.ok() && dmr.ok());
   const std::vector<size_t> perm = shuffled(kPages, 8);
   std::vector<WriteWr> wrs = page_run(src.data(), smr->desc, p.b_at_a, dmr->rkey, perm, 4, 1);
@@ -400,11 +332,9 @@ TEST(IpcDomainRuns, EqualImmsPastOneRecordsLimitAreSplitAcrossRecords) {
 // counting every WR.
 TEST(IpcDomainRuns, ARunToAPeerThatClosedItsDomainEndsWithPeerUnreachable) {
   Pair p;
-  ASSERT_TRUE(p.a && p.b);
   constexpr size_t kPages = 40;
-  std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
+  HostPages host(p, kPages, kPages);
+  auto& [src, dst, smr, dmr] = host;
   ASSERT_TRUE(smr.ok() && dmr.ok());
   const std::vector<WriteWr> run = page_run(src.data(), smr->desc, p.b_at_a, dmr->rkey, shuffled(kPages, 1), 2, 9);
   PostResult last = PostResult::kFailed;
@@ -572,101 +502,6 @@ TEST(IpcDomainRuns, ARunToAPeerThatExitedEndsWithPeerUnreachable) {
   for (const Event& e : events) EXPECT_EQ(e.status.code(), ErrorCode::kPeerUnreachable) << e.status.to_string();
   EXPECT_EQ(events.front().count, kPages) << "the run posted before the exit fails as one";
   EXPECT_EQ(a->ops_in_flight(), 0u);
-}
-
-// A page whose target (or source) lies outside its region: the pages before it are posted (and
-// land), it is refused with post_write's error for the same WR, and the ones after it are not
-// posted. (post_pages checks a run by its largest indices first, then page by page: both sides.)
-// With largest_known the run carries its true largest indices (the bad page's among them).
-void expect_list_stops_before_bad_page(bool bad_source, bool largest_known = false) {
-  Pair p;
-  ASSERT_TRUE(p.a && p.b);
-  constexpr size_t kPages = 10, kBad = 6;
-  std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
-  ASSERT_TRUE(smr.ok() && dmr.ok());
-  std::vector<size_t> perm(kPages);
-  std::iota(perm.begin(), perm.end(), size_t{0});
-  PageList list(perm);
-  if (bad_source) list.src[kBad] = kPages;  // one page past the source region's end
-  else list.dst[kBad] = kPages;             // one page past the target region's end
-  PageRunWr run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
-  run.largest_known = largest_known;
-  run.largest_src_page = bad_source ? kPages : kPages - 1;
-  run.largest_dst_page = bad_source ? kPages - 1 : kPages;
-  Status expected;
-  ASSERT_EQ(p.a->post_write(run.write(kBad), &expected), PostResult::kFailed);
-  PostResult last = PostResult::kPosted;
-  Status error;
-  EXPECT_EQ(p.a->post_pages(run, &last, &error), kBad);
-  EXPECT_EQ(last, PostResult::kFailed);
-  EXPECT_EQ(error.code(), expected.code());
-  EXPECT_EQ(error.message(), expected.message());
-  ASSERT_TRUE(p.poll_until([&] { return count_of(p.eb, EventKind::kImm) >= kBad && count_of(p.ea, EventKind::kWriteDone) >= kBad; }));
-  for (int i = 0; i < 50; ++i) p.a->poll(p.ea, 64), p.b->poll(p.eb, 64);
-  EXPECT_EQ(count_of(p.eb, EventKind::kImm), kBad);
-  EXPECT_EQ(count_of(p.ea, EventKind::kWriteDone), kBad);
-  EXPECT_EQ(pages_missing(dst.data(), perm, kBad), 0u);
-  EXPECT_EQ(pages_missing(dst.data(), std::vector<size_t>(perm.begin(), perm.end()), kPages), kPages - kBad);
-}
-
-TEST(IpcDomainRuns, APageListStopsBeforeItsFirstPageOutsideTheTarget) { expect_list_stops_before_bad_page(false); }
-TEST(IpcDomainRuns, APageListStopsBeforeItsFirstPageOutsideTheSource) { expect_list_stops_before_bad_page(true); }
-TEST(IpcDomainRuns, APageListWithItsLargestIndicesKnownStopsBeforeItsFirstBadPage) {
-  expect_list_stops_before_bad_page(false, /*largest_known=*/true);
-  expect_list_stops_before_bad_page(true, /*largest_known=*/true);
-}
-
-// A run that is part of a longer list carries that list's largest indices, which may lie past
-// the regions while every page of the run fits: the whole run is posted (checked page by page)
-// and lands.
-TEST(IpcDomainRuns, ARunOfALongerListWhoseLargestIndexLiesPastTheRegionIsPostedWhole) {
-  Pair p;
-  ASSERT_TRUE(p.a && p.b);
-  constexpr size_t kPages = 10;
-  std::vector<uint8_t> src = source_pages(kPages), dst(kPages * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
-  ASSERT_TRUE(smr.ok() && dmr.ok());
-  const std::vector<size_t> perm = shuffled(kPages, 3);
-  const PageList list(perm);
-  PageRunWr run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
-  run.largest_known = true;
-  run.largest_src_page = 1000;
-  run.largest_dst_page = 2000;
-  PostResult last = PostResult::kFailed;
-  Status error;
-  ASSERT_EQ(p.a->post_pages(run, &last, &error), kPages) << error.to_string();
-  EXPECT_EQ(last, PostResult::kPosted);
-  ASSERT_TRUE(p.poll_until([&] { return count_of(p.eb, EventKind::kImm) >= kPages && count_of(p.ea, EventKind::kWriteDone) >= kPages; }));
-  EXPECT_EQ(pages_missing(dst.data(), perm, kPages), 0u);
-}
-
-// An index times its stride past 2^64: refused (a 64-bit WriteWr would wrap into the region).
-TEST(IpcDomainRuns, APageListWhoseOffsetPassesTwoToTheSixtyFourIsRefused) {
-  Pair p;
-  ASSERT_TRUE(p.a && p.b);
-  std::vector<uint8_t> src = source_pages(4), dst(4 * kPage, 0);
-  auto smr = p.a->register_memory(src.data(), src.size(), Access::kLocalOnly, MemoryKind::kHost);
-  auto dmr = p.b->register_memory(dst.data(), dst.size(), Access::kRemoteWrite, MemoryKind::kHost);
-  ASSERT_TRUE(smr.ok() && dmr.ok());
-  PageList list(std::vector<size_t>{0, 1, 2, 3});
-  list.dst = {0, 1, 2, 2};
-  PageRunWr run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
-  run.dst_stride = (uint64_t{1} << 63);  // page 2: 2 * 2^63 = 2^64, which wraps to 0 in 64 bits
-  PostResult last = PostResult::kPosted;
-  Status error;
-  EXPECT_EQ(p.a->post_pages(run, &last, &error), 1u);  // page 0 at 0 fits; page 1 at 2^63 does not
-  EXPECT_EQ(last, PostResult::kFailed);
-  EXPECT_EQ(error.code(), ErrorCode::kOutOfRange) << error.to_string();
-  list.dst = {2, 0, 0, 0};
-  run = list.run(src.data(), smr->desc, p.b_at_a, dmr->rkey, 4, 2);
-  run.dst_stride = (uint64_t{1} << 63);
-  error = Status();
-  EXPECT_EQ(p.a->post_pages(run, &last, &error), 0u) << "2 * 2^63 wraps to offset 0: must not be written";
-  EXPECT_EQ(last, PostResult::kFailed);
-  EXPECT_EQ(error.code(), ErrorCode::kOutOfRange) << error.to_string();
 }
 
 }  // namespace
