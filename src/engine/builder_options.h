@@ -25,6 +25,7 @@ struct TransferEngineBuilder::Options {
   size_t ipc_launcher_copies = gpu::kDefaultLauncherCopies;
   size_t ipc_min_launch_warps = 0;  // environment only (diagnosis): FABRIC_LIB_IPC_LAUNCH_WARPS
   uint32_t ipc_loads_per_lane = gpu::kDefaultCopyLoadsPerLane;  // environment only (diagnosis): FABRIC_LIB_IPC_COPY_LOADS
+  size_t ipc_copy_streams = gpu::GpuCopySettings{}.streams_per_device;  // environment only: FABRIC_LIB_IPC_COPY_STREAMS
   uint64_t reorder_seed = 0;
   std::string metrics_endpoint;      // "" = no Prometheus endpoint
   // Everything the core takes as it is (groups, open_domain and the backend come from the above).

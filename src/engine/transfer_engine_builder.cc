@@ -207,6 +207,12 @@ Status apply_environment(Options& o) {
                             std::to_string(loads) + "'");
   }
   o.ipc_loads_per_lane = static_cast<uint32_t>(loads);
+  s = count_from_env("FABRIC_LIB_IPC_COPY_STREAMS", "a number of streams per device, 1 to 16", &o.ipc_copy_streams);
+  if (!s.ok()) return s;
+  if (o.ipc_copy_streams < 1 || o.ipc_copy_streams > 16) {
+    return invalid_argument("FABRIC_LIB_IPC_COPY_STREAMS must be 1 to 16 (streams per device), not '" +
+                            std::to_string(o.ipc_copy_streams) + "'");
+  }
   return ok_status();
 }
 
@@ -285,6 +291,7 @@ Result<std::unique_ptr<TransferEngine>> TransferEngineBuilder::build() const {
   backend.ipc_copies.launcher_copies = o.ipc_launcher_copies;
   backend.ipc_copies.min_launch_warps = o.ipc_min_launch_warps;
   backend.ipc_copies.loads_per_lane = o.ipc_loads_per_lane;
+  backend.ipc_copies.streams_per_device = o.ipc_copy_streams;
   backend.reorder_seed = o.reorder_seed;
   backend.want_wait_fd = o.core.idle_policy != IdlePolicy::kSpin;
   backend.decorate = o.decorate_domains;

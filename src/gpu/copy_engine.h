@@ -12,9 +12,10 @@
 // WRITE's imm after that, which is how data-before-imm holds.
 //
 // Gather copies: a request may carry segments, equal-length pieces at offsets from its source and
-// target bases (a paged write's pages: one request, one CopyDone, one imm record, instead of one
-// of each per page). It completes as one copy: ok only when every segment's bytes are at the
-// target; any failure fails the whole request.
+// target bases, or page pairs, the same with each offset an index times a stride (a paged
+// write's pages: one request, one CopyDone, one imm record, instead of one of each per page). It
+// completes as one copy: ok only when every piece's bytes are at the target; any failure fails
+// the whole request.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,14 @@ struct CopySegment {
   uint64_t dst_offset = 0;
 };
 
+// One piece of a gather by pages: `length` bytes from src + src_page * src_stride to the target
+// base + dst_page * dst_stride (the request's strides). Half a CopySegment: a 4096-page write's
+// pairs are 32 KiB for its sender's CPU to write and the page-copy kernel to read, not 64.
+struct CopyPagePair {
+  uint32_t src_page = 0;
+  uint32_t dst_page = 0;
+};
+
 struct CopyRequest {
   uint64_t op = 0;                 // the caller's id, reported back in CopyDone
   const void* src = nullptr;
@@ -44,6 +53,12 @@ struct CopyRequest {
   // base + s.dst_offset. Valid only during submit(): engines keep their own copy (in storage
   // they reuse, so a steady flow allocates nothing).
   std::span<const CopySegment> segments;
+  // Or (segments empty) a gather by pages: for each pair p, `length` bytes from
+  // src + p.src_page * src_stride to the target base + p.dst_page * dst_stride. Valid only during
+  // submit(), as segments.
+  std::span<const CopyPagePair> pages;
+  uint64_t src_stride = 0;
+  uint64_t dst_stride = 0;
   // Targets in another process's host memory (HostCopyEngine): its pid and virtual address.
   uint32_t dst_pid = 0;
   uint64_t dst_addr = 0;
@@ -63,8 +78,21 @@ struct CopyDone {
   Status status;  // ok: every byte (of every segment) is in the target's memory
 };
 
-// How many copies of `length` bytes a request makes: its segments, or 1.
-inline uint64_t segment_count(const CopyRequest& r) { return r.segments.empty() ? 1 : r.segments.size(); }
+// Whether `r` is a gather (segments or page pairs), not one plain copy.
+inline bool is_gather(const CopyRequest& r) { return !r.segments.empty() || !r.pages.empty(); }
+
+// How many copies of `length` bytes a request makes: its segments or page pairs, or 1.
+inline uint64_t segment_count(const CopyRequest& r) {
+  return !r.segments.empty() ? r.segments.size() : !r.pages.empty() ? r.pages.size() : 1;
+}
+
+// Copy i's offsets from the request's source and target bases (i < segment_count(r); a plain
+// copy's are 0).
+inline CopySegment copy_offsets(const CopyRequest& r, size_t i) {
+  if (!r.segments.empty()) return r.segments[i];
+  if (!r.pages.empty()) return {uint64_t{r.pages[i].src_page} * r.src_stride, uint64_t{r.pages[i].dst_page} * r.dst_stride};
+  return {};
+}
 
 enum class CopySubmit : uint8_t {
   kAccepted,  // the copy will be reported exactly once by progress()
@@ -83,6 +111,11 @@ class CopyEngine {
   // until the next call on the engine; a room that is not submitted is simply reused. Empty
   // (the default): no room; the caller passes segments from memory of its own, as always.
   virtual std::span<CopySegment> segment_room(size_t n) {
+    (void)n;
+    return {};
+  }
+  // The same for a gather's `n` page pairs (CopyRequest::pages), from the same room.
+  virtual std::span<CopyPagePair> page_room(size_t n) {
     (void)n;
     return {};
   }

@@ -26,6 +26,7 @@ class CopyEngineShare::Client final : public CopyEngine {
   }
 
   std::span<CopySegment> segment_room(size_t n) override { return share_->engine_->segment_room(n); }
+  std::span<CopyPagePair> page_room(size_t n) override { return share_->engine_->page_room(n); }
 
   void progress(std::vector<CopyDone>& done) override {
     if (share_->must_pump_for(index_)) share_->pump();

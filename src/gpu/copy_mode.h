@@ -34,6 +34,9 @@ struct GpuCopySettings {
   // environment: FABRIC_LIB_IPC_LAUNCH_WARPS, FABRIC_LIB_IPC_COPY_LOADS; docs/gpu.md).
   size_t min_launch_warps = 0;
   uint32_t loads_per_lane = kDefaultCopyLoadsPerLane;
+  // Streams per device the copies spread over (CudaCopyEngine::Options::streams_per_device;
+  // diagnosis only, set by the environment: FABRIC_LIB_IPC_COPY_STREAMS, 1 to 16).
+  size_t streams_per_device = 4;
 };
 
 // "auto", "memcpy", "batch", "kernel"; false for anything else.

@@ -93,6 +93,11 @@ std::span<CopySegment> CudaCopyEngine::segment_room(size_t n) {
   return room_;
 }
 
+std::span<CopyPagePair> CudaCopyEngine::page_room(size_t n) {
+  const std::span<CopySegment> room = segment_room((n + 1) / 2);
+  return std::span<CopyPagePair>(reinterpret_cast<CopyPagePair*>(room.data()), room.size() * 2);
+}
+
 Result<CudaCopyEngine::DeviceState*> CudaCopyEngine::device_state(int device) {
   auto it = devices_.find(device);
   if (it != devices_.end()) return &it->second;
@@ -156,8 +161,30 @@ CopySubmit CudaCopyEngine::submit(const CopyRequest& r, Status* error) {
   DeviceState& state = **d;
   Queued q;
   q.request = r;
-  q.request.segments = {};  // the caller's span ends here: keep the segments
-  if (!r.segments.empty()) {
+  q.request.segments = {};  // the caller's spans end here: keep the segments (or pairs)
+  q.request.pages = {};
+  if (!r.pages.empty()) {
+    // Page pairs: in the pinned room as they are (two to a segment's room), else as segments in
+    // the store, the way a gather without pinned memory goes.
+    const size_t n = r.pages.size();
+    const size_t units = (n + 1) / 2;
+    const auto* room_pairs = reinterpret_cast<const CopyPagePair*>(room_.data());
+    const bool in_room = r.pages.data() == room_pairs && units <= room_.size();
+    const std::span<CopyPagePair> room = in_room ? std::span<CopyPagePair>() : page_room(n);
+    if (in_room || room.size() >= n) {
+      CopyPagePair* at = in_room ? reinterpret_cast<CopyPagePair*>(room_.data()) : room.data();
+      if (!in_room) std::memcpy(at, r.pages.data(), r.pages.size_bytes());
+      room_used_ += units;
+      room_ = {};
+      q.request.pages = std::span<const CopyPagePair>(at, n);
+      q.pinned = true;
+    } else {
+      q.request.src_stride = q.request.dst_stride = 0;
+      q.first = state.pending_segments.size();
+      q.count = n;
+      for (size_t i = 0; i < n; ++i) state.pending_segments.push_back(copy_offsets(r, i));
+    }
+  } else if (!r.segments.empty()) {
     // In pinned room where the kernel reads them: written there by the caller (segment_room),
     // or copied there now; else (no pinned memory) in the store until the flush.
     const size_t n = r.segments.size();

@@ -87,6 +87,9 @@ class CudaCopyEngine final : public CopyEngine {
   // segments are copied there when they are elsewhere; without pinned memory they wait in a
   // vector and go the old way).
   std::span<CopySegment> segment_room(size_t n) override;
+  // Page pairs in the same room, two to a segment's 16 bytes; a submitted gather's pairs that are
+  // not in it are copied there too (without pinned memory: turned into segments).
+  std::span<CopyPagePair> page_room(size_t n) override;
   void progress(std::vector<CopyDone>& done) override;
   size_t inflight() const override { return inflight_; }
   void drain() override;

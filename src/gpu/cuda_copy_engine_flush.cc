@@ -14,13 +14,15 @@
 namespace fabric_lib::gpu {
 namespace {
 
-// Calls f(src, dst) for each segment of `r` (once for a plain copy); stops at the first error.
+// Calls f(src, dst) for each copy of `r` (a segment, a page pair, or the plain copy); stops at
+// the first error.
 template <typename F>
 cudaError_t for_each_segment(const CopyRequest& r, F&& f) {
   const auto* src = static_cast<const uint8_t*>(r.src);
   auto* dst = static_cast<uint8_t*>(r.dst_ptr);
-  if (r.segments.empty()) return f(src, dst);
-  for (const CopySegment& s : r.segments) {
+  const uint64_t n = segment_count(r);
+  for (uint64_t i = 0; i < n; ++i) {
+    const CopySegment s = copy_offsets(r, i);
     const cudaError_t e = f(src + s.src_offset, dst + s.dst_offset);
     if (e != cudaSuccess) return e;
   }
@@ -34,14 +36,14 @@ size_t pieces_of(const CopyRequest& r, uint32_t shift) { return page_copy_pieces
 // always (its bases and offsets), a plain copy unless it follows a plain copy of the same length
 // (plain copies share a run with null bases, their addresses as offsets).
 bool opens_run(const CopyRequest* prev, const CopyRequest& r) {
-  return prev == nullptr || !r.segments.empty() || !prev->segments.empty() || prev->length != r.length;
+  return prev == nullptr || is_gather(r) || is_gather(*prev) || prev->length != r.length;
 }
 
 }  // namespace
 
 bool CudaCopyEngine::is_small(const CopyRequest& r) const {
   return options_.mode != GpuCopyMode::kMemcpy && r.src_kind == MemoryKind::kCuda && r.dst_kind == MemoryKind::kCuda &&
-         r.length <= options_.small_copy_bytes;
+         r.length <= std::min<uint64_t>(options_.small_copy_bytes, UINT32_MAX);  // a kernel run's length is 32 bits
 }
 
 void CudaCopyEngine::add_copy(int device, StreamState& st, void* dst, const void* src, size_t bytes) {
@@ -118,11 +120,22 @@ cudaError_t CudaCopyEngine::add_small(int device, std::span<const Queued* const>
         --st.issuing_launches.used;
         return cudaErrorInvalidValue;
       }
-      const bool gather = !r.segments.empty();
-      const PageCopySegment* pairs = q->pinned ? reinterpret_cast<const PageCopySegment*>(r.segments.data()) : b.segments + k;
-      launch.runs[launch.run_count++] = {gather ? static_cast<const uint8_t*>(r.src) : nullptr,
-                                         gather ? static_cast<uint8_t*>(r.dst_ptr) : nullptr, r.length, pairs, 0,
-                                         launch.warps};
+      // A gather by pages is pinned (submit() turned the others into segments).
+      const bool gather = is_gather(r);
+      PageCopyRun& run = launch.runs[launch.run_count++];
+      run = {};
+      run.src = gather ? static_cast<const uint8_t*>(r.src) : nullptr;
+      run.dst = gather ? static_cast<uint8_t*>(r.dst_ptr) : nullptr;
+      run.length = static_cast<uint32_t>(r.length);  // <= small_copy_bytes (is_small)
+      run.first_warp = launch.warps;
+      if (!r.pages.empty()) {
+        run.pages = reinterpret_cast<const PageCopyPair*>(r.pages.data());
+        run.src_stride = r.src_stride;
+        run.dst_stride = r.dst_stride;
+        run.by_pages = 1;
+      } else {
+        run.segments = q->pinned ? reinterpret_cast<const PageCopySegment*>(r.segments.data()) : b.segments + k;
+      }
     }
     PageCopyRun& run = launch.runs[launch.run_count - 1];
     if (!q->pinned) {
@@ -212,7 +225,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
       small.push_back(&q);
       continue;
     }
-    if (r.segments.empty()) {
+    if (!is_gather(r)) {
       plain.push_back(&r);  // issued below, merged with the copies that continue it
       continue;
     }
@@ -240,7 +253,7 @@ void CudaCopyEngine::flush(int device, DeviceState& d, std::vector<CopyDone>& do
     for (size_t k = i; k < j; ++k) issued(s).push_back(plain[k]->op);
     i = j;
   }
-  if (small.size() == 1 && small[0]->request.segments.empty() && options_.mode == GpuCopyMode::kAuto) {
+  if (small.size() == 1 && !is_gather(small[0]->request) && options_.mode == GpuCopyMode::kAuto) {
     // One plain copy: no batch to win.
     const CopyRequest& r = small[0]->request;
     const size_t s = d.next++ % n;

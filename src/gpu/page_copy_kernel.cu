@@ -31,9 +31,16 @@ __global__ void page_copy_kernel(const __grid_constant__ PageCopyLaunch launch) 
   const uint32_t copy = k / pieces;
   const uint64_t at = uint64_t{k % pieces} << shift;
   // The pair lives in host memory: two lanes read its two words at once (one round trip over
-  // PCIe), the warp shares them.
+  // PCIe), the warp shares them. Page pairs are indices, scaled here by the run's strides.
   uint64_t word = 0;
-  if (lane < 2) word = lane == 0 ? run.segments[copy].src_offset : run.segments[copy].dst_offset;
+  if (lane < 2) {
+    if (run.by_pages) {
+      const uint32_t* pair = &run.pages[copy].src_page;
+      word = uint64_t{pair[lane]} * (lane == 0 ? run.src_stride : run.dst_stride);
+    } else {
+      word = lane == 0 ? run.segments[copy].src_offset : run.segments[copy].dst_offset;
+    }
+  }
   const uint64_t src_offset = __shfl_sync(0xffffffffu, word, 0);
   const uint64_t dst_offset = __shfl_sync(0xffffffffu, word, 1);
   const auto* src = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(run.src) + src_offset + at);

@@ -4,8 +4,8 @@
 // page when a paged write posts many small pages (cuda_copy_engine.h says when).
 //
 // What the GPU reads: the launch's runs travel in the kernel's parameters (constant memory, no
-// round trip over PCIe); each run's copies are 16-byte offset pairs in pinned host memory, which
-// the host fills with one memcpy of a paged write's page offsets. Every copy is split into pieces
+// round trip over PCIe); each run's copies are 8-byte page index pairs (a paged write's pages,
+// which the kernel scales by the run's strides) or 16-byte offset pairs, in pinned host memory. Every copy is split into pieces
 // of at most 1 << PageCopyLaunch::piece_shift bytes (16 KiB unless the engine asks for more
 // warps), one warp per piece, with 16-byte accesses where both ends are aligned. (Until 2026-12-03 the host wrote a 24-byte pointer/length triple per piece; on one
 // H200's host that fill took 15-25 us of a 4096-page request's CPU time.)
@@ -26,15 +26,28 @@ struct PageCopySegment {
   uint64_t dst_offset;
 };
 
+// One copy of a run by pages: length bytes from run.src + src_page * run.src_stride to
+// run.dst + dst_page * run.dst_stride. Laid out as CopyPagePair (copy_engine.h).
+struct PageCopyPair {
+  uint32_t src_page;
+  uint32_t dst_page;
+};
+
 // Copies of one length from one source base to one target base. A run of plain copies (each its
 // own source and target) has null bases and the copies' addresses as offsets.
 struct PageCopyRun {
   const uint8_t* src;
   uint8_t* dst;
-  uint64_t length;                   // bytes of each copy (> 0)
-  const PageCopySegment* segments;   // `copies` pairs, device-readable (pinned host memory)
+  union {
+    const PageCopySegment* segments;  // `copies` offset pairs, device-readable (pinned host memory)
+    const PageCopyPair* pages;        // or (by_pages) `copies` page index pairs, the same
+  };
+  uint64_t src_stride;               // by_pages: the bytes between two source pages
+  uint64_t dst_stride;               // by_pages: the same at the target
+  uint32_t length;                   // bytes of each copy (> 0)
   uint32_t copies;
   uint32_t first_warp;               // warps of the launch's earlier runs
+  uint32_t by_pages;                 // 1: `pages`, 0: `segments`
 };
 
 // Bytes per piece: 1 << shift, a multiple of 16, so aligned copies stay aligned piece by piece.
@@ -43,8 +56,10 @@ struct PageCopyRun {
 // gain, docs/gpu.md); it then cuts pieces as small as 1 << kPageCopyMinPieceShift (2 KiB).
 inline constexpr uint32_t kPageCopyPieceShift = 14;
 inline constexpr uint32_t kPageCopyMinPieceShift = 11;
-// Runs one launch carries in its parameters (64 * 40 B: well inside the 4 KiB a launch may pass).
+// Runs one launch carries in its parameters (64 * 56 B: inside the 4 KiB a launch may pass).
 inline constexpr uint32_t kMaxPageCopyRuns = 64;
+
+static_assert(sizeof(PageCopyRun) == 56, "the launch's parameters must stay within 4 KiB");
 
 struct PageCopyLaunch {
   PageCopyRun runs[kMaxPageCopyRuns];

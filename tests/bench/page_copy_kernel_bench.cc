@@ -4,8 +4,9 @@
 // worker, the copy engine's flush and launch, the completion word, the imm — against one
 // contiguous cudaMemcpyPeerAsync of the same bytes. When it reads below that copy, this says how
 // much of the gap is the kernel's own: the same launches (gpu::launch_page_copy, one per request
-// of --pages scattered pages over a --region-mib region on both sides, their offset pairs in
-// pinned host memory as the copy engine keeps them, or in device memory for comparison), issued
+// of --pages scattered pages over a --region-mib region on both sides, their page index pairs in
+// pinned host memory as the copy engine keeps a paged write's, or 16-byte offset pairs as it
+// keeps other gathers', or those in device memory for comparison), issued
 // straight from one thread with --window requests in flight over --streams streams, against
 // contiguous cudaMemcpyAsync copies of the same bytes in the same run and the same windows. No
 // engine, no worker, no completion words: what is left is the GPU's side.
@@ -37,6 +38,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using gpu::PageCopyLaunch;
+using gpu::PageCopyPair;
 using gpu::PageCopySegment;
 
 struct Options {
@@ -62,6 +64,8 @@ struct Buffers {
   uint8_t* dst = nullptr;
   PageCopySegment* pinned = nullptr;   // `sets` request-sized offset-pair lists
   PageCopySegment* device = nullptr;   // the same lists in device memory
+  PageCopyPair* pinned_pages = nullptr;  // the same requests as page index pairs (pinned)
+  PageCopyPair* device_pages = nullptr;  // and in device memory
   std::vector<cudaStream_t> streams;
   std::vector<cudaEvent_t> events;     // one per request of a timed run
   ~Buffers() {
@@ -71,6 +75,8 @@ struct Buffers {
     cudaFree(dst);
     cudaFreeHost(pinned);
     cudaFree(device);
+    cudaFreeHost(pinned_pages);
+    cudaFree(device_pages);
   }
 };
 
@@ -112,13 +118,20 @@ int run(const Options& o) {
   std::shuffle(src_perm.begin(), src_perm.end(), rng);
   std::shuffle(dst_perm.begin(), dst_perm.end(), rng);
   const size_t pair_bytes = sets * o.pages * sizeof(PageCopySegment);
+  const size_t page_pair_bytes = sets * o.pages * sizeof(PageCopyPair);
   if (!ok(cudaMalloc(&b.src, region), "cudaMalloc") || !ok(cudaMalloc(&b.dst, region), "cudaMalloc") ||
       !ok(cudaHostAlloc(&b.pinned, pair_bytes, cudaHostAllocPortable | cudaHostAllocMapped), "cudaHostAlloc") ||
-      !ok(cudaMalloc(&b.device, pair_bytes), "cudaMalloc")) {
+      !ok(cudaMalloc(&b.device, pair_bytes), "cudaMalloc") ||
+      !ok(cudaHostAlloc(&b.pinned_pages, page_pair_bytes, cudaHostAllocPortable | cudaHostAllocMapped), "cudaHostAlloc") ||
+      !ok(cudaMalloc(&b.device_pages, page_pair_bytes), "cudaMalloc")) {
     return 2;
   }
-  for (size_t k = 0; k < sets * o.pages; ++k) b.pinned[k] = {src_perm[k] * o.page_size, dst_perm[k] * o.page_size};
+  for (size_t k = 0; k < sets * o.pages; ++k) {
+    b.pinned[k] = {src_perm[k] * o.page_size, dst_perm[k] * o.page_size};
+    b.pinned_pages[k] = {src_perm[k], dst_perm[k]};
+  }
   if (!ok(cudaMemcpy(b.device, b.pinned, pair_bytes, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+      !ok(cudaMemcpy(b.device_pages, b.pinned_pages, page_pair_bytes, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       !ok(cudaMemset(b.src, 0x5a, region), "cudaMemset") || !ok(cudaMemset(b.dst, 0, region), "cudaMemset")) {
     return 2;
   }
@@ -131,9 +144,22 @@ int run(const Options& o) {
   for (cudaEvent_t& e : b.events) {
     if (!ok(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate")) return 2;
   }
-  auto launch = [&](size_t i, cudaStream_t s, uint32_t loads, const PageCopySegment* pairs) {
+  // Request i's launch: its pages as index pairs (`pages` set) or as offset pairs.
+  auto launch = [&](size_t i, cudaStream_t s, uint32_t loads, const PageCopySegment* pairs, const PageCopyPair* pages) {
     PageCopyLaunch l;
-    l.runs[0] = {b.src, b.dst, o.page_size, pairs + (i % sets) * o.pages, o.pages, 0};
+    gpu::PageCopyRun& run = l.runs[0];
+    run = {};
+    run.src = b.src;
+    run.dst = b.dst;
+    run.length = static_cast<uint32_t>(o.page_size);
+    run.copies = o.pages;
+    if (pages) {
+      run.pages = pages + (i % sets) * o.pages;
+      run.src_stride = run.dst_stride = o.page_size;
+      run.by_pages = 1;
+    } else {
+      run.segments = pairs + (i % sets) * o.pages;
+    }
     l.run_count = 1;
     l.warps = static_cast<uint32_t>(o.pages * gpu::page_copy_pieces(o.page_size, l.piece_shift));
     l.loads_per_lane = loads;
@@ -157,39 +183,49 @@ int run(const Options& o) {
     };
     row("contiguous cudaMemcpyAsync (baseline)", base);
     for (uint32_t loads : o.loads) {
-      for (bool on_device : {false, true}) {
-        const PageCopySegment* pairs = on_device ? b.device : b.pinned;
-        const double us = time_requests(b, o, streams, [&](size_t i, cudaStream_t s) { return launch(i, s, loads, pairs); });
-        if (us < 0) return 2;
-        row("page-copy kernel, " + std::to_string(loads) + " loads, pairs in " + (on_device ? "device" : "pinned") + " memory", us);
+      for (bool by_pages : {true, false}) {
+        for (bool on_device : {false, true}) {
+          const PageCopySegment* pairs = on_device ? b.device : b.pinned;
+          const PageCopyPair* pages = by_pages ? (on_device ? b.device_pages : b.pinned_pages) : nullptr;
+          const double us =
+              time_requests(b, o, streams, [&](size_t i, cudaStream_t s) { return launch(i, s, loads, pairs, pages); });
+          if (us < 0) return 2;
+          row("page-copy kernel, " + std::to_string(loads) + " loads, " + (by_pages ? "page" : "offset") + " pairs in " +
+                  (on_device ? "device" : "pinned"),
+              us);
+        }
       }
     }
   }
-  // One request checked byte for byte: its pages at their targets, every other byte untouched.
+  // One request checked byte for byte, in both forms: its pages at their targets, every other
+  // byte untouched.
   std::vector<uint8_t> pattern(o.page_size);
   for (size_t k = 0; k < pattern.size(); ++k) pattern[k] = static_cast<uint8_t>(k * 131 + 7);
   for (uint32_t p = 0; p < o.pages; ++p) {
     if (!ok(cudaMemcpy(b.src + b.pinned[p].src_offset, pattern.data(), o.page_size, cudaMemcpyHostToDevice), "cudaMemcpy")) return 2;
   }
-  if (!ok(cudaMemset(b.dst, 0, region), "cudaMemset") || !ok(launch(0, b.streams[0], o.loads.back(), b.pinned), "launch") ||
-      !ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize")) {
-    return 2;
-  }
-  std::vector<uint8_t> landed(region);
-  if (!ok(cudaMemcpy(landed.data(), b.dst, region, cudaMemcpyDeviceToHost), "cudaMemcpy")) return 2;
   std::vector<bool> target(slots, false);
   for (uint32_t p = 0; p < o.pages; ++p) target[b.pinned[p].dst_offset / o.page_size] = true;
+  std::vector<uint8_t> landed(region);
   uint64_t wrong = 0;
-  for (uint64_t slot = 0; slot < slots; ++slot) {
-    const uint8_t* at = landed.data() + slot * o.page_size;
-    if (target[slot]) {
-      wrong += std::memcmp(at, pattern.data(), o.page_size) != 0;
-    } else {
-      wrong += std::any_of(at, at + o.page_size, [](uint8_t v) { return v != 0; });
+  for (bool by_pages : {true, false}) {
+    if (!ok(cudaMemset(b.dst, 0, region), "cudaMemset") ||
+        !ok(launch(0, b.streams[0], o.loads.back(), b.pinned, by_pages ? b.pinned_pages : nullptr), "launch") ||
+        !ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize") ||
+        !ok(cudaMemcpy(landed.data(), b.dst, region, cudaMemcpyDeviceToHost), "cudaMemcpy")) {
+      return 2;
+    }
+    for (uint64_t slot = 0; slot < slots; ++slot) {
+      const uint8_t* at = landed.data() + slot * o.page_size;
+      if (target[slot]) {
+        wrong += std::memcmp(at, pattern.data(), o.page_size) != 0;
+      } else {
+        wrong += std::any_of(at, at + o.page_size, [](uint8_t v) { return v != 0; });
+      }
     }
   }
-  std::printf("page-copy-kernel-bench: verification %s (%llu of %llu pages wrong)\n", wrong ? "FAILED" : "passed",
-              static_cast<unsigned long long>(wrong), static_cast<unsigned long long>(slots));
+  std::printf("page-copy-kernel-bench: verification %s (%llu of 2 x %llu pages wrong: page pairs, then offset pairs)\n",
+              wrong ? "FAILED" : "passed", static_cast<unsigned long long>(wrong), static_cast<unsigned long long>(slots));
   return wrong ? 1 : 0;
 }
 

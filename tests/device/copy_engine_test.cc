@@ -82,11 +82,8 @@ class CopyEngineKernel : public ::testing::Test {
     const auto* s = static_cast<const uint8_t*>(r.src);
     auto* d = static_cast<uint8_t*>(r.dst_ptr);
     const uint64_t so = s - src_.bytes(), dof = d - dst_.bytes();
-    if (r.segments.empty()) {
-      std::memcpy(host_dst_.data() + dof, host_src_.data() + so, r.length);
-      return;
-    }
-    for (const gpu::CopySegment& g : r.segments) {
+    for (uint64_t i = 0; i < gpu::segment_count(r); ++i) {  // each segment, page pair, or the plain copy
+      const gpu::CopySegment g = gpu::copy_offsets(r, i);
       std::memcpy(host_dst_.data() + dof + g.dst_offset, host_src_.data() + so + g.src_offset, r.length);
     }
   }
@@ -328,6 +325,51 @@ TEST_F(CopyEngineKernel, GathersOfWholePartialAndUnalignedPiecesMoveTheirBytes) 
   }
 }
 
+// Gathers by page pairs (a paged write's form: indices the kernel scales by the strides) of 4 KiB
+// pages, of 40 KiB (three pieces, the last partial) on strides of 48 and 44 KiB, and of 4097 bytes
+// on odd strides (the byte-wise path), in one flush with a gather of offset pairs and a plain copy:
+// in every kernel shape, and through one cudaMemcpyAsync per page (memcpy mode) and one batched
+// call (batch mode), which read the pairs on the host.
+TEST_F(CopyEngineKernel, GathersByPagePairsMoveTheirBytesInEveryModeAndShape) {
+  std::vector<gpu::CudaCopyEngine::Options> modes;
+  for (const KernelShape shape : kKernelShapes) modes.push_back(kernel_mode(shape));
+  for (const gpu::GpuCopyMode mode : {gpu::GpuCopyMode::kMemcpy, gpu::GpuCopyMode::kBatch}) {
+    modes.push_back(kernel_mode());
+    modes.back().mode = mode;
+  }
+  for (const gpu::CudaCopyEngine::Options& o : modes) {
+    SCOPED_TRACE(::testing::Message() << gpu::gpu_copy_mode_name(o.mode) << ", min warps " << o.min_launch_warps << ", loads "
+                                      << o.loads_per_lane);
+    clear_target();
+    gpu::CudaCopyEngine engine(o);
+    ASSERT_TRUE(engine.prepare(0).ok());
+    std::vector<std::vector<gpu::CopyPagePair>> pages(3);
+    std::vector<gpu::CopyRequest> requests;
+    // 512 pages of 4 KiB from the first MiB (each read twice), reversed into the second and third.
+    for (uint32_t i = 0; i < 512; ++i) pages[0].push_back({i * 7 % 256, 511 - i});
+    requests.push_back(request(1, 0, 1 << 20, 4096));
+    requests.back().src_stride = requests.back().dst_stride = 4096;
+    // 20 copies of 40 KiB, on 48 KiB strides at the source and 44 KiB at the target.
+    for (uint32_t i = 0; i < 20; ++i) pages[1].push_back({i, 19 - i});
+    requests.push_back(request(2, 3 << 20, 4 << 20, 40 * 1024));
+    requests.back().src_stride = 48 * 1024;
+    requests.back().dst_stride = 44 * 1024;
+    // 30 copies of 4097 bytes on strides that are not multiples of 16, from odd bases.
+    for (uint32_t i = 0; i < 30; ++i) pages[2].push_back({i, (i * 11) % 30});
+    requests.push_back(request(3, (6 << 20) + 3, (6 << 20) + 1, 4097));
+    requests.back().src_stride = 5003;
+    requests.back().dst_stride = 4099;
+    for (size_t k = 0; k < 3; ++k) requests[k].pages = pages[k];
+    std::vector<gpu::CopySegment> offsets;
+    for (uint64_t i = 0; i < 16; ++i) offsets.push_back({i * 8192, i * 4096});
+    requests.push_back(request(4, 5 << 20, 7 << 20, 4096));
+    requests.back().segments = offsets;
+    requests.push_back(request(5, 7 << 20, (7 << 20) + (64 << 10), 12345));
+    run(engine, requests);
+    if (HasFailure()) return;
+  }
+}
+
 // 200 plain copies whose lengths change every copy (a kernel run each: more than one launch's
 // kMaxPageCopyRuns), then 300 of one length (one shared run), interleaved with a gather.
 TEST_F(CopyEngineKernel, PlainCopiesOfManyLengthsAndOneLengthMoveTheirBytes) {
@@ -422,7 +464,7 @@ TEST_F(CopyEngineKernel, AnUnsupportedLoadsPerLaneFailsTheCopiesAndMovesNothing)
 }
 
 // Gathers written straight into the engine's pinned room (as the ipc domain writes a paged
-// write's segments), mixed with a gather from the caller's memory and a plain copy, 12 flushes
+// write's page pairs and other gathers' segments), mixed with a gather from the caller's memory and a plain copy, 12 flushes
 // in flight before any is waited for: each flush's room spans two pinned buffers, and buffers
 // come back for reuse only when every launch that reads them has run — a buffer reused early
 // would send pages to the wrong places. Every target slot is written once, so the bytes do not
@@ -476,16 +518,31 @@ void CopyEngineKernel::pinned_room_rounds(Issue issue) {
   size_t next_plan = 0;
   for (int round = 0; round < 12; ++round) {
     for (const uint64_t pages : sizes) {
-      const std::span<gpu::CopySegment> unused = engine.segment_room(100);
-      const std::span<gpu::CopySegment> room = engine.segment_room(pages);
-      ASSERT_GE(room.size(), pages) << "no pinned room";
-      if (unused.size() >= pages) {
-        EXPECT_EQ(room.data(), unused.data()) << "a room not submitted is handed out again";
-      }
       const std::vector<gpu::CopySegment>& plan = planned[next_plan++];
-      std::memcpy(room.data(), plan.data(), pages * sizeof(gpu::CopySegment));
       gpu::CopyRequest r = gather();
-      r.segments = room.first(pages);
+      if (pages == 3000) {
+        // As page pairs (the ipc domain's paged writes), in the same room: page indices.
+        const std::span<gpu::CopyPagePair> unused = engine.page_room(100);
+        const std::span<gpu::CopyPagePair> room = engine.page_room(pages);
+        ASSERT_GE(room.size(), pages) << "no pinned room";
+        if (unused.size() >= pages) {
+          EXPECT_EQ(room.data(), unused.data()) << "a room not submitted is handed out again";
+        }
+        for (uint64_t i = 0; i < pages; ++i) {
+          room[i] = {static_cast<uint32_t>(plan[i].src_offset / kPage), static_cast<uint32_t>(plan[i].dst_offset / kPage)};
+        }
+        r.pages = room.first(pages);
+        r.src_stride = r.dst_stride = kPage;
+      } else {
+        const std::span<gpu::CopySegment> unused = engine.segment_room(100);
+        const std::span<gpu::CopySegment> room = engine.segment_room(pages);
+        ASSERT_GE(room.size(), pages) << "no pinned room";
+        if (unused.size() >= pages) {
+          EXPECT_EQ(room.data(), unused.data()) << "a room not submitted is handed out again";
+        }
+        std::memcpy(room.data(), plan.data(), pages * sizeof(gpu::CopySegment));
+        r.segments = room.first(pages);
+      }
       Status error;
       ASSERT_EQ(engine.submit(r, &error), gpu::CopySubmit::kAccepted) << error.to_string();
       ++submitted;

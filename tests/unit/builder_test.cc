@@ -104,12 +104,13 @@ TEST_F(BuilderTest, RejectsBadIpcCopySettings) {
   EXPECT_NE(r.status().message().find("FABRIC_LIB_IPC_LAUNCHER_COPIES"), std::string::npos) << r.status().message();
 }
 
-// The page-copy kernel's shape (diagnosis variables): a count of warps, and 4 or 8 loads per
-// lane; anything else is refused with the variable named.
+// The page-copy kernel's shape and the copy streams (diagnosis variables): a count of warps, 4 or
+// 8 loads per lane, 1 to 16 streams; anything else is refused with the variable named.
 TEST_F(BuilderTest, RejectsBadIpcKernelShapeSettings) {
   const std::pair<const char*, std::vector<const char*>> cases[] = {
       {"FABRIC_LIB_IPC_LAUNCH_WARPS", {"abc", "-1", " 12", "12x", "99999999999999999999999"}},
       {"FABRIC_LIB_IPC_COPY_LOADS", {"abc", "-4", "0", "2", "6", "16", "8x"}},
+      {"FABRIC_LIB_IPC_COPY_STREAMS", {"abc", "-1", "0", "17", "4x", "99999999999999999999999"}},
   };
   for (const auto& [name, bads] : cases) {
     for (const char* bad : bads) {
@@ -122,7 +123,8 @@ TEST_F(BuilderTest, RejectsBadIpcKernelShapeSettings) {
     }
   }
   for (const auto& [name, value] : {std::pair{"FABRIC_LIB_IPC_LAUNCH_WARPS", "0"}, std::pair{"FABRIC_LIB_IPC_LAUNCH_WARPS", "8192"},
-                                    std::pair{"FABRIC_LIB_IPC_COPY_LOADS", "4"}, std::pair{"FABRIC_LIB_IPC_COPY_LOADS", "8"}}) {
+                                    std::pair{"FABRIC_LIB_IPC_COPY_LOADS", "4"}, std::pair{"FABRIC_LIB_IPC_COPY_LOADS", "8"},
+                                    std::pair{"FABRIC_LIB_IPC_COPY_STREAMS", "1"}, std::pair{"FABRIC_LIB_IPC_COPY_STREAMS", "16"}}) {
     setenv(name, value, 1);
     EXPECT_EQ(code_of(good()), ErrorCode::kOk) << name << "=" << value;
     unsetenv(name);

@@ -31,9 +31,10 @@ struct FakeCounters {
   int closes = 0;
   int reads = 0;     // copy_to_host calls
   int submits = 0;   // copy requests accepted
-  int segments = 0;  // copies of `length` bytes they asked for (a gather's segments)
-  bool offer_room = false;  // the engine offers segment_room()
-  int in_room = 0;          // gathers submitted with their segments in that room
+  int segments = 0;  // copies of `length` bytes they asked for (a gather's segments or page pairs)
+  int by_pages = 0;  // gathers submitted as page pairs (CopyRequest::pages)
+  bool offer_room = false;  // the engine offers segment_room() and page_room()
+  int in_room = 0;          // gathers submitted with their segments or pairs in that room
 };
 
 class FakeCopies final : public gpu::CopyEngine {
@@ -47,9 +48,15 @@ class FakeCopies final : public gpu::CopyEngine {
     ++counters_->submits;
     counters_->segments += static_cast<int>(gpu::segment_count(r));
     if (!r.segments.empty() && r.segments.data() == room_.data()) ++counters_->in_room;
-    // The segments' span ends with this call: keep them, as the real engines do.
-    Queued q{r, {r.segments.begin(), r.segments.end()}};
+    if (!r.pages.empty() && static_cast<const void*>(r.pages.data()) == room_.data()) ++counters_->in_room;
+    if (!r.pages.empty()) ++counters_->by_pages;
+    // The spans end with this call: keep the copies' offsets, as the real engines do.
+    Queued q{r, {}};
+    if (gpu::is_gather(r)) {
+      for (size_t i = 0; i < gpu::segment_count(r); ++i) q.segments.push_back(gpu::copy_offsets(r, i));
+    }
     q.request.segments = {};
+    q.request.pages = {};
     queued_.push_back(std::move(q));
     return gpu::CopySubmit::kAccepted;
   }
@@ -70,6 +77,10 @@ class FakeCopies final : public gpu::CopyEngine {
     if (!counters_->offer_room) return {};
     if (room_.size() < n) room_.resize(n);
     return room_;
+  }
+  std::span<gpu::CopyPagePair> page_room(size_t n) override {
+    const std::span<gpu::CopySegment> room = segment_room((n + 1) / 2);
+    return {reinterpret_cast<gpu::CopyPagePair*>(room.data()), room.size() * 2};
   }
   size_t inflight() const override { return queued_.size(); }
   void drain() override { queued_.clear(); }
@@ -433,6 +444,7 @@ void expect_one_copy_into_peers_gpu(const std::vector<size_t>& perm, const std::
   EXPECT_EQ(counters.submits, 1) << "the run is one copy request";
   EXPECT_EQ(counters.segments, segments);
   EXPECT_EQ(counters.in_room, posting.room && segments > 1 ? 1 : 0) << "the gather's segments in the engine's room";
+  EXPECT_EQ(counters.by_pages, posting.as_pages ? 1 : 0) << "a page list goes as page index pairs, WRs as segments";
   std::vector<Event> events;
   ASSERT_TRUE(testing::poll_until({d.get()}, {&events}, [&] { return testing::count_of(events, EventKind::kWriteDone) >= wrs; }));
   RunReport report;

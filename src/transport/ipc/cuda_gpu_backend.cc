@@ -167,6 +167,7 @@ GpuBackendFactory cuda_gpu_backend_factory(const gpu::GpuCopySettings& copies, s
     options.launcher_copies = copies.launcher_copies;
     options.min_launch_warps = copies.min_launch_warps;
     options.loads_per_lane = copies.loads_per_lane;
+    options.streams_per_device = copies.streams_per_device;
     return CudaGpuBackend::create(options, group);
   };
 }

@@ -76,10 +76,13 @@ gpu::CopySubmit HostCopyEngine::submit(const gpu::CopyRequest& r, Status* error)
   job.src = static_cast<const uint8_t*>(r.src);
   job.length = r.length;
   job.src_device = gpu_source ? std::max(r.src_device, 0) : -1;
-  if (r.segments.empty()) {
-    job.segments.assign(1, gpu::CopySegment{});
-  } else {
+  if (!r.segments.empty()) {
     job.segments.assign(r.segments.begin(), r.segments.end());  // the span ends with this call
+  } else {
+    // A plain copy is one segment at offset 0; page pairs become their offsets here, as the
+    // iovecs need them.
+    job.segments.resize(gpu::segment_count(r));
+    for (size_t i = 0; i < job.segments.size(); ++i) job.segments[i] = gpu::copy_offsets(r, i);
   }
   job.seg = r.length == 0 ? job.segments.size() : 0;  // nothing to copy: done at its first turn
   job.copied = 0;

@@ -4,9 +4,9 @@
 // and `slice_bytes` per copy in turn, so a large copy neither stalls the worker nor holds small
 // ones behind it (they overtake it: completion is unordered).
 //
-// Gather copies (CopyRequest::segments, a paged write's pages) go out as iovec arrays, up to
-// kMaxIov segments per process_vm_writev call: one system call moves up to 1024 pages, where
-// single copies would each make their own. A call that writes less than asked (the kernel stops
+// Gather copies (CopyRequest::segments; a paged write's CopyRequest::pages become segments at
+// submit) go out as iovec arrays, up to kMaxIov segments per process_vm_writev call: one system
+// call moves up to 1024 pages, where single copies would each make their own. A call that writes less than asked (the kernel stops
 // at an iovec boundary) is continued from where it stopped.
 //
 // Needs permission to ptrace the target (same user, and kernel.yama.ptrace_scope 0 or 1, or

@@ -189,16 +189,26 @@ class IpcDomain final : public Domain {
     uint32_t imm = 0;
     uint64_t length = 0;
   };
+  // What a copy gathers (gpu::CopyRequest's fields of the same names): nothing (a plain copy),
+  // offset pairs, or page pairs and their strides.
+  struct Gather {
+    std::span<const gpu::CopySegment> segments;
+    std::span<const gpu::CopyPagePair> pages;
+    uint64_t src_stride = 0;
+    uint64_t dst_stride = 0;
+  };
   // The op and its copy: from `from` to the target's byte `dst_offset` (a plain copy: `gather`
-  // empty), or a gather of the segments in `gather` (offsets from both regions' bases; `from` =
-  // src.base), which gather_space() gave.
+  // empty), or a gather: of segments (offsets from both regions' bases; `from` = src.base, which
+  // gather_space() gave), or of page pairs (offsets from `from` and `dst_offset`, which
+  // page_space() gave).
   PostResult submit_copy(Peer& peer, const CopyShape& shape, const uint8_t* from, uint64_t dst_offset,
-                         std::span<const gpu::CopySegment> gather, const LocalRegion& src, const RemoteRegion& dst,
-                         Status* error);
+                         const Gather& gather, const LocalRegion& src, const RemoteRegion& dst, Status* error);
   // Where a gather of `n` segments into `dst` is written: the GPU copy engine's room when it
   // offers one (pinned memory its kernel reads: the segments are then written once), else
   // segments_. Valid until the next call on the copy engine.
   std::span<gpu::CopySegment> gather_space(size_t n, const RemoteRegion& dst);
+  // The same for `n` page pairs (the engine's page_room, else pages_).
+  std::span<gpu::CopyPagePair> page_space(size_t n, const RemoteRegion& dst);
 
   // ipc_domain_runs.cc: post_writes' runs.
   // Where a run goes: its peer, source and target regions. `one_by_one`: an unknown, removed or
@@ -282,6 +292,7 @@ class IpcDomain final : public Domain {
   std::deque<Event> completed_;
   std::vector<gpu::CopyDone> copy_done_;
   std::vector<gpu::CopySegment> segments_;  // a run's gather when the copy engine offers no room, reused
+  std::vector<gpu::CopyPagePair> pages_;     // a paged run's pairs, the same
   size_t outbox_items_ = 0;
 
   // Owner side.

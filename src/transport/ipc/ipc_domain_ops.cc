@@ -224,7 +224,7 @@ PostResult IpcDomain::start_copy(Peer& peer, std::span<const WriteWr> wrs, const
   for (size_t i = 0; i < wrs.size(); ++i) {
     segments[i] = {static_cast<uint64_t>(static_cast<const uint8_t*>(wrs[i].src) - src.base), wrs[i].remote_addr};
   }
-  return submit_copy(peer, shape, src.base, 0, segments, src, dst, error);
+  return submit_copy(peer, shape, src.base, 0, Gather{segments}, src, dst, error);
 }
 
 std::span<gpu::CopySegment> IpcDomain::gather_space(size_t n, const RemoteRegion& dst) {
@@ -236,9 +236,18 @@ std::span<gpu::CopySegment> IpcDomain::gather_space(size_t n, const RemoteRegion
   return std::span<gpu::CopySegment>(segments_).first(n);
 }
 
+std::span<gpu::CopyPagePair> IpcDomain::page_space(size_t n, const RemoteRegion& dst) {
+  if (dst.info.kind != MemoryKind::kHost && gpu_) {
+    const std::span<gpu::CopyPagePair> room = gpu_->copies().page_room(n);
+    if (room.size() >= n) return room.first(n);
+  }
+  if (pages_.size() < n) pages_.resize(n);
+  return std::span<gpu::CopyPagePair>(pages_).first(n);
+}
+
 PostResult IpcDomain::submit_copy(Peer& peer, const CopyShape& shape, const uint8_t* from, uint64_t dst_offset,
-                                  std::span<const gpu::CopySegment> gather, const LocalRegion& src,
-                                  const RemoteRegion& dst, Status* error) {
+                                  const Gather& gather, const LocalRegion& src, const RemoteRegion& dst,
+                                  Status* error) {
   const uint32_t op = new_op(EventKind::kWriteDone, shape.context, peer);
   Op& o = *ops_.at(op);
   o.has_imm = shape.has_imm;
@@ -250,7 +259,10 @@ PostResult IpcDomain::submit_copy(Peer& peer, const CopyShape& shape, const uint
   copy.src_kind = src.kind;
   copy.src_device = src.device;
   copy.length = shape.length;
-  copy.segments = gather;
+  copy.segments = gather.segments;
+  copy.pages = gather.pages;
+  copy.src_stride = gather.src_stride;
+  copy.dst_stride = gather.dst_stride;
   const RegionInfo& target = dst.info;
   gpu::CopySubmit result;
   Status why;
@@ -264,7 +276,7 @@ PostResult IpcDomain::submit_copy(Peer& peer, const CopyShape& shape, const uint
     copy.dst_device = dst.device;
     // One source region into one mapped target region: contiguous plain copies may merge (the
     // shards of a write over a group's domains, which share the engine).
-    if (gather.empty()) copy.merge_group = ((reinterpret_cast<uint64_t>(src.base) * 0x9E3779B97F4A7C15ull) ^ reinterpret_cast<uint64_t>(dst.mapped)) | 1;
+    if (!gpu::is_gather(copy)) copy.merge_group = ((reinterpret_cast<uint64_t>(src.base) * 0x9E3779B97F4A7C15ull) ^ reinterpret_cast<uint64_t>(dst.mapped)) | 1;
     result = gpu_ ? gpu_->copies().submit(copy, &why) : gpu::CopySubmit::kFailed;
     if (!gpu_) why = unsupported("ipc: GPU targets need the CUDA backend");
   }

@@ -1,5 +1,5 @@
 // IpcDomain: post_writes — a paged write's pages on this domain as runs, each ONE op and ONE
-// gather copy (its completion one event counting the run's WRs, its imms one ring record), so
+// gather copy (of page pairs: CopyRequest::pages) (its completion one event counting the run's WRs, its imms one ring record), so
 // that the domain's work per page is a range check and a segment; the shards of one write
 // (contiguous on both sides) as ONE op and ONE plain copy the same way.
 #include <algorithm>
@@ -133,38 +133,26 @@ size_t IpcDomain::post_pages(const PageRunWr& run, PostResult* last, Status* err
   const unsigned __int128 src_limit = src->length;
   const unsigned __int128 dst_limit = (*dst)->info.length;
   const bool src_inside = run.src >= src->base;
-  // The segments go where the copy engine reads them when it offers room (pinned memory the
-  // page-copy kernel reads), so they are written once.
-  const std::span<gpu::CopySegment> segments = gather_space(count, **dst);
+  // The page pairs go where the copy engine reads them when it offers room (pinned memory the
+  // page-copy kernel reads), so they are written once: 8 bytes a page, its two indices as they
+  // are (the kernel scales them by the strides), not two 64-bit offsets computed here.
+  const std::span<gpu::CopyPagePair> pairs = page_space(count, **dst);
   size_t good = 0;
-  // The common case, every page in range: one pass fills the segments (and finds the largest
+  // The common case, every page in range: one pass fills the pairs (and finds the largest
   // indices unless the caller knows them: run.largest_known), then one check of those (in 128
-  // bits); strides that fit 32 bits take 32x32->64-bit products, which the compiler vectorizes.
-  // (Finding the maxima in the same loop made it ~1.7x slower at -O3: the engine already has them.)
+  // bits). (Finding the maxima in the same loop made it ~1.7x slower at -O3: the engine already
+  // has them.)
   uint32_t max_src = run.largest_src_page, max_dst = run.largest_dst_page;
-  const uint64_t s0 = static_cast<uint64_t>(src_base);
-  auto fill = [&](auto src_stride, auto dst_stride, auto find_largest) {
-    for (size_t i = 0; i < count; ++i) {
-      const uint32_t sp = run.src_pages[i], dp = run.dst_pages[i];
-      if constexpr (decltype(find_largest)::value) {
-        max_src = std::max(max_src, sp);
-        max_dst = std::max(max_dst, dp);
-      }
-      segments[i] = {s0 + uint64_t{sp} * src_stride, run.remote_addr + uint64_t{dp} * dst_stride};
-    }
-  };
-  auto fill_with = [&](auto find_largest) {
-    if (run.src_stride <= UINT32_MAX && run.dst_stride <= UINT32_MAX) {
-      fill(static_cast<uint32_t>(run.src_stride), static_cast<uint32_t>(run.dst_stride), find_largest);
-    } else {
-      fill(run.src_stride, run.dst_stride, find_largest);  // (wrapped products are caught by the check below)
-    }
-  };
   if (run.largest_known) {
-    fill_with(std::false_type{});
+    for (size_t i = 0; i < count; ++i) pairs[i] = {run.src_pages[i], run.dst_pages[i]};
   } else {
     max_src = max_dst = 0;
-    fill_with(std::true_type{});
+    for (size_t i = 0; i < count; ++i) {
+      const uint32_t sp = run.src_pages[i], dp = run.dst_pages[i];
+      max_src = std::max(max_src, sp);
+      max_dst = std::max(max_dst, dp);
+      pairs[i] = {sp, dp};
+    }
   }
   if (src_inside && src_base + static_cast<unsigned __int128>(max_src) * run.src_stride + run.page_length <= src_limit &&
       run.remote_addr + static_cast<unsigned __int128>(max_dst) * run.dst_stride + run.page_length <= dst_limit) {
@@ -183,7 +171,8 @@ size_t IpcDomain::post_pages(const PageRunWr& run, PostResult* last, Status* err
       const WriteWr wr = run.write(0);
       *last = submit_copy(*peer, shape, static_cast<const uint8_t*>(wr.src), wr.remote_addr, {}, *src, **dst, error);
     } else {
-      *last = submit_copy(*peer, shape, src->base, 0, segments.first(good), *src, **dst, error);
+      const Gather gather{{}, pairs.first(good), run.src_stride, run.dst_stride};
+      *last = submit_copy(*peer, shape, run.src, run.remote_addr, gather, *src, **dst, error);
     }
     if (*last != PostResult::kPosted) return 0;  // kAgain (or a refusal): none of it is posted
   }
