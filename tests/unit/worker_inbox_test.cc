@@ -245,11 +245,15 @@ TEST(WorkerInbox, TheSlotWakesCountsAndKeepsOrder) {
   EXPECT_TRUE(inbox.has_requests());
   // Request 3 is still queued: a new one must queue behind it, not take the free slot.
   inbox.push_request(make_request(4));
-  EXPECT_EQ(pop_ids(inbox, 2), (std::vector<uint64_t>{3, 4}));
+  EXPECT_EQ(pop_ids(inbox, 3), (std::vector<uint64_t>{3, 4}));
   EXPECT_FALSE(inbox.has_requests());
   EXPECT_TRUE(pop_ids(inbox, 2).empty());
+  // Fewer than two places: nothing is taken (one is kept for the slot's request).
+  inbox.push_request(make_request(5));
   Request* buf[1];
   EXPECT_EQ(inbox.pop_requests(buf, 0), 0u);
+  EXPECT_EQ(inbox.pop_requests(buf, 1), 0u);
+  EXPECT_EQ(pop_ids(inbox, 2), (std::vector<uint64_t>{5}));
 }
 
 // Requests still queued when the inbox is destroyed are deleted (their completions released).
