@@ -10,9 +10,10 @@
 //     ring. Its local completion follows the push, so a completed write's bytes are at the target
 //     (delivery-complete). Copies finish in any order, so do writes.
 //   - A run (post_writes: a paged write's pages on this domain, WRs with one peer, source
-//     region, key, length, context and imm) is ONE op, ONE gather copy (CopyRequest::segments),
-//     ONE imm record counting its WRs and ONE completion event (Event::count = its WRs): the
-//     work per page is the range check and one segment, not an op, a copy, an imm and an event.
+//     region, key, length, context and imm) is ONE op, ONE gather copy (CopyRequest::segments;
+//     a page list given to post_pages: CopyRequest::pages, its indices as they are), ONE imm
+//     record counting its WRs and ONE completion event (Event::count = its WRs): the work per
+//     page is the range check and one segment or page pair, not an op, a copy, an imm and an event.
 //     The target turns each imm record into one kImm event with the record's count.
 //   - SEND pushes the message in fragments into the target's ring; the target reassembles them
 //     into posted receive buffers (message_assembler.h). Control messages (the liveness probe)
@@ -81,8 +82,8 @@ class IpcDomain final : public Domain {
   // (kAgain), or one met at the op limit, posts nothing. Anything else (imm-only WRs, a dead or
   // unknown peer, a run of one) goes through post_write.
   size_t post_writes(std::span<const WriteWr> wrs, PostResult* last, Status* error) override;
-  // A paged write's run straight from its page list: each page range-checked and made a segment
-  // of one gather copy — no WriteWr per page (ipc_domain_runs.cc).
+  // A paged write's run straight from its page list: its pages range-checked (by their largest
+  // indices) and made the page pairs of one gather copy — no WriteWr per page (ipc_domain_runs.cc).
   size_t post_pages(const PageRunWr& run, PostResult* last, Status* error) override;
   PostResult post_send(const SendWr& wr, Status* error) override;
   PostResult post_recv(const RecvWr& wr, Status* error) override;
