@@ -169,7 +169,7 @@ int run(const Options& o) {
               "over a %llu MiB region\n",
               o.pages, static_cast<unsigned long long>(o.page_size), static_cast<double>(request_bytes) / (1 << 20), o.window,
               o.requests, o.repeats, static_cast<unsigned long long>(o.region_mib));
-  std::printf("%-44s %7s %12s %10s %9s\n", "copy", "streams", "us/request", "Gbps", "ratio");
+  std::printf("%-52s %7s %12s %10s %9s\n", "copy", "streams", "us/request", "Gbps", "ratio");
   const uint64_t contiguous_slots = region / request_bytes;
   for (int streams : o.streams) {
     const double base = time_requests(b, o, streams, [&](size_t i, cudaStream_t s) {
@@ -178,7 +178,7 @@ int run(const Options& o) {
     });
     if (base < 0) return 2;
     auto row = [&](const std::string& name, double us) {
-      std::printf("%-44s %7d %12.2f %10.0f %8.2fx\n", name.c_str(), streams, us, static_cast<double>(request_bytes) * 8 / us / 1e3,
+      std::printf("%-52s %7d %12.2f %10.0f %8.2fx\n", name.c_str(), streams, us, static_cast<double>(request_bytes) * 8 / us / 1e3,
                   base / us);
     };
     row("contiguous cudaMemcpyAsync (baseline)", base);
