@@ -20,6 +20,15 @@ int64_t now_ns() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+// `n` elements of the copy engine's room when it offered that many, else of `own` (grown as
+// needed, reused).
+template <typename T>
+std::span<T> room_or_own(std::span<T> room, std::vector<T>& own, size_t n) {
+  if (room.size() >= n) return room.first(n);
+  if (own.size() < n) own.resize(n);
+  return std::span<T>(own).first(n);
+}
+
 }  // namespace
 
 IpcDomain::Peer* IpcDomain::find_peer(PeerHandle handle) {
@@ -228,21 +237,13 @@ PostResult IpcDomain::start_copy(Peer& peer, std::span<const WriteWr> wrs, const
 }
 
 std::span<gpu::CopySegment> IpcDomain::gather_space(size_t n, const RemoteRegion& dst) {
-  if (dst.info.kind != MemoryKind::kHost && gpu_) {
-    const std::span<gpu::CopySegment> room = gpu_->copies().segment_room(n);
-    if (room.size() >= n) return room.first(n);
-  }
-  if (segments_.size() < n) segments_.resize(n);
-  return std::span<gpu::CopySegment>(segments_).first(n);
+  const bool gpu_target = dst.info.kind != MemoryKind::kHost && gpu_;
+  return room_or_own(gpu_target ? gpu_->copies().segment_room(n) : std::span<gpu::CopySegment>(), segments_, n);
 }
 
 std::span<gpu::CopyPagePair> IpcDomain::page_space(size_t n, const RemoteRegion& dst) {
-  if (dst.info.kind != MemoryKind::kHost && gpu_) {
-    const std::span<gpu::CopyPagePair> room = gpu_->copies().page_room(n);
-    if (room.size() >= n) return room.first(n);
-  }
-  if (pages_.size() < n) pages_.resize(n);
-  return std::span<gpu::CopyPagePair>(pages_).first(n);
+  const bool gpu_target = dst.info.kind != MemoryKind::kHost && gpu_;
+  return room_or_own(gpu_target ? gpu_->copies().page_room(n) : std::span<gpu::CopyPagePair>(), pages_, n);
 }
 
 PostResult IpcDomain::submit_copy(Peer& peer, const CopyShape& shape, const uint8_t* from, uint64_t dst_offset,
