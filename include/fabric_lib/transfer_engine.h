@@ -93,8 +93,15 @@ class TransferEngine {
   Result<TransferId> submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group = 0);
   // A contiguous write, sharded over the group's domains (see requests.h).
   Result<TransferId> submit_write(WriteRequest request, Completion done);
-  Result<TransferId> submit_paged_writes(PagedWriteRequest request, Completion done);
-  Result<TransferId> submit_scatter(ScatterRequest request, Completion done);
+  // A paged write's request is taken either way: by const reference the caller keeps it to submit
+  // again (its page lists are copied into the engine's recycled request, whose buffers keep their
+  // capacity: no allocation once warm); by rvalue its lists are taken, not copied.
+  Result<TransferId> submit_paged_writes(const PagedWriteRequest& request, Completion done);
+  Result<TransferId> submit_paged_writes(PagedWriteRequest&& request, Completion done);
+  // A scatter's request is only read: keep it and submit it again, no allocation once warm.
+  // Targets naming the same descriptor cost one reference and one check (and their WRs may go out
+  // together): name a peer's region by one MrDesc (copies of it count as one).
+  Result<TransferId> submit_scatter(const ScatterRequest& request, Completion done);
   // An imm to each of `peers`, spread over the domains; completes when all were delivered.
   Result<TransferId> submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done, size_t group = 0);
 

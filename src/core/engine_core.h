@@ -55,9 +55,12 @@ class EngineCore {
                          RecvErrorCallback on_error);
   Result<TransferId> submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group);
   Result<TransferId> submit_write(WriteRequest request, Completion done);
-  Result<TransferId> submit_paged_writes(PagedWriteRequest request, Completion done);
+  // By const reference the request's lists are copied into the recycled request; by rvalue taken.
+  Result<TransferId> submit_paged_writes(const PagedWriteRequest& request, Completion done);
+  Result<TransferId> submit_paged_writes(PagedWriteRequest&& request, Completion done);
   // `group`: the resolved destinations of request.group, when it names one.
-  Result<TransferId> submit_scatter(ScatterRequest request, std::shared_ptr<const PeerGroup::Data> group,
+  // Its descriptors are copied (once per distinct descriptor) into the recycled request.
+  Result<TransferId> submit_scatter(const ScatterRequest& request, std::shared_ptr<const PeerGroup::Data> group,
                                     Completion done);
   Result<TransferId> submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done, size_t group);
   Result<std::shared_ptr<const PeerGroup::Data>> add_peer_group(std::span<const MrDesc> peers, size_t group);
@@ -90,6 +93,10 @@ class EngineCore {
   std::vector<PeerStatus> peer_status(size_t group);
 
  private:
+  // The two forms of submit_paged_writes: `CallerRequest` is the caller's request, const (its
+  // page lists copied) or not (taken).
+  template <class CallerRequest>
+  Result<TransferId> submit_paged_writes_of(CallerRequest&& request, Completion done);
   // Every worker's record (GroupWorker::take_submit_latencies or take_posting_times), taken on
   // the worker.
   std::vector<uint32_t> take_latencies_ns(std::vector<uint32_t> (GroupWorker::*take)());

@@ -3,6 +3,10 @@
 // group's transport, plans its WRs (or keeps a paged write's page lists) and queues the request
 // on its group's worker.
 
+#include <array>
+#include <type_traits>
+#include <utility>
+
 #include "base/largest_index.h"
 #include "core/engine_core.h"
 #include "core/peer_group_data.h"
@@ -118,7 +122,43 @@ Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion don
   return enqueue(group, std::move(r), scope);
 }
 
-Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Completion done) {
+namespace {
+// True when a submit may take the caller's request apart (it passed an rvalue).
+template <class CallerRequest>
+constexpr bool takes_request = !std::is_const_v<std::remove_reference_t<CallerRequest>>;
+
+// A scatter's targets that name one descriptor (a peer's buffer at several offsets, as MoE
+// dispatch names them) are checked once but for their ranges, and share one entry of the
+// request's `targets`: one reference held, one peer lookup, and their WRs may go out as runs. A
+// descriptor's identity is MrDesc::identity (shared by its copies). A small direct-mapped table finds repeats; a collision
+// only costs a second check or entry. Looked up the same way twice per submit (checks, then
+// entries), it needs no per-target scratch.
+class DescTable {
+ public:
+  struct Slot {
+    const void* identity = nullptr;
+    uint32_t entry = 0;   // its index in the request's targets
+    uint64_t length = 0;  // its region's length
+  };
+  // The slot `identity` maps to: it was filled for that descriptor when slot.identity == identity.
+  Slot& slot(const void* identity) {
+    return slots_[(reinterpret_cast<uintptr_t>(identity) * 0x9E3779B97F4A7C15ull) >> 60];
+  }
+
+ private:
+  std::array<Slot, 16> slots_{};
+};
+}  // namespace
+
+Result<TransferId> EngineCore::submit_paged_writes(const PagedWriteRequest& request, Completion done) {
+  return submit_paged_writes_of(request, std::move(done));
+}
+Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest&& request, Completion done) {
+  return submit_paged_writes_of(std::move(request), std::move(done));
+}
+
+template <class CallerRequest>
+Result<TransferId> EngineCore::submit_paged_writes_of(CallerRequest&& request, Completion done) {
   SubmitScope scope(*this, OpType::kPagedWrite);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   const size_t pages = request.src_pages.size();
@@ -147,23 +187,28 @@ Result<TransferId> EngineCore::submit_paged_writes(PagedWriteRequest request, Co
   }
   RequestPool::Ptr r = take_request(std::move(done), std::move(src), request.imm);
   if (!r) return RequestPool::too_many_requests();
-  // The page list itself, not a WrPlan per page (Request::paged): the request's own vectors,
+  // The page list itself, not a WrPlan per page (Request::paged). Taken: the request's own vectors,
   // swapped in (a 4096-page write's two lists are not copied; the recycled request's old
-  // buffers leave with `request`).
+  // buffers leave with `request`). Kept by the caller: copied into the recycled request's buffers.
   r->paged = true;
-  r->src_pages.swap(request.src_pages);
-  r->dst_pages.swap(request.dst_pages);
+  if constexpr (takes_request<CallerRequest>) {
+    r->src_pages.swap(request.src_pages);
+    r->dst_pages.swap(request.dst_pages);
+  } else {
+    r->src_pages.assign(request.src_pages.begin(), request.src_pages.end());
+    r->dst_pages.assign(request.dst_pages.begin(), request.dst_pages.end());
+  }
   r->geometry = {request.page_length, request.src_stride, request.dst_stride, request.src_offset, request.dst_offset};
   r->largest_src_page = max_src;
   r->largest_dst_page = max_dst;
   planner::plan_pages(pages, paged_route(request.route, group), num_domains(), workers_[group]->next_start_domain(),
                       r->page_runs);
-  r->targets.push_back(std::move(request.dst));
+  r->targets.push_back(std::forward<CallerRequest>(request).dst);
   return enqueue(group, std::move(r), scope);
 }
 
-Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::shared_ptr<const PeerGroup::Data> peers,
-                                              Completion done) {
+Result<TransferId> EngineCore::submit_scatter(const ScatterRequest& request,
+                                              std::shared_ptr<const PeerGroup::Data> peers, Completion done) {
   SubmitScope scope(*this, OpType::kScatter);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (request.targets.empty()) return invalid_argument("submit_scatter: no targets");
@@ -174,6 +219,7 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
   if (peers && peers->engine != this) return invalid_argument("submit_scatter: the peer group belongs to another engine");
   if (peers && peers->group != group) return invalid_argument("submit_scatter: peer group belongs to another group");
+  DescTable checked;  // without a group: the descriptors checked so far
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
     // Built only for an error: building it for every target showed in perf of a 64-target submit.
@@ -193,8 +239,18 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
       }
       continue;
     }
+    if (target.dst.empty()) return invalid_argument(where() + "empty destination descriptor");
+    const void* identity = target.dst.identity();
+    DescTable::Slot& seen = checked.slot(identity);
+    if (seen.identity == identity) {
+      if (!fits(target.dst_offset, target.length, seen.length)) {
+        return out_of_range(where() + "destination range " + range_text(target.dst_offset, target.length, seen.length));
+      }
+      continue;
+    }
     Status s = check_remote(target.dst, target.dst_offset, target.length, group);
     if (!s.ok()) return Status(s.code(), where() + s.message());
+    seen = {identity, 0, target.dst.length()};
   }
   RequestPool::Ptr r = take_request(std::move(done), std::move(src), request.imm);
   if (!r) return RequestPool::too_many_requests();
@@ -205,8 +261,17 @@ Result<TransferId> EngineCore::submit_scatter(ScatterRequest request, std::share
     for (planner::WrPlan& w : r->wrs) w.target = request.targets[w.target].peer;
     r->group = std::move(peers);
   } else {
-    r->targets.reserve(request.targets.size());
-    for (ScatterTarget& t : request.targets) r->targets.push_back(std::move(t.dst));
+    DescTable entries;
+    for (planner::WrPlan& w : r->wrs) {
+      const MrDesc& desc = request.targets[w.target].dst;
+      const void* identity = desc.identity();
+      DescTable::Slot& entry = entries.slot(identity);
+      if (entry.identity != identity) {
+        entry = {identity, static_cast<uint32_t>(r->targets.size()), 0};
+        r->targets.push_back(desc);
+      }
+      w.target = entry.entry;
+    }
   }
   return enqueue(group, std::move(r), scope);
 }

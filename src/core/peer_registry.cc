@@ -42,17 +42,16 @@ PeerEntry* PeerRegistry::find(std::span<const uint8_t> key) {
 }
 
 PeerEntry& PeerRegistry::for_desc(const MrDesc& desc, std::vector<transport::Domain*>& domains) {
-  // A descriptor's identity: its first domain entry lives in the descriptor's shared, immutable
-  // data, so its address is the same for every copy and unique while any copy is alive.
-  const MrDomainEntry* identity = &desc.domain(0);
+  // A descriptor's identity (MrDesc::identity) is the same for every copy and unique while any
+  // copy is alive; the slot's copy keeps it alive.
+  const void* identity = desc.identity();
   DescSlot& slot = desc_cache_[(reinterpret_cast<uintptr_t>(identity) >> 4) % kDescSlots];
-  if (slot.peer && &slot.desc.domain(0) == identity && slot.peer->address_epoch == slot.epoch) return *slot.peer;
+  if (slot.peer && slot.desc.identity() == identity && slot.peer->address_epoch == slot.epoch) return *slot.peer;
   PeerEntry& peer = entry(desc.domain(0).address.bytes());
   for (size_t d = 1; d < domains_ && d < desc.num_domains(); ++d) {
     set_address(peer, d, desc.domain(d).address.bytes(), *domains[d]);
   }
-  // Only a descriptor with domains has an identity of its own (domain(0) of one without is a
-  // shared empty entry); submits refuse those before they get here anyway.
+  // One without domains names no peer to remember (submits refuse those before they get here).
   if (desc.num_domains() > 0) slot = {desc, &peer, peer.address_epoch};
   return peer;
 }

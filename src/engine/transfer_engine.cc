@@ -109,16 +109,16 @@ Result<TransferId> TransferEngine::submit_imm(uint32_t imm, const MrDesc& dst, C
 Result<TransferId> TransferEngine::submit_write(WriteRequest request, Completion done) {
   return impl_->core->submit_write(std::move(request), std::move(done));
 }
-Result<TransferId> TransferEngine::submit_paged_writes(PagedWriteRequest request, Completion done) {
+Result<TransferId> TransferEngine::submit_paged_writes(const PagedWriteRequest& request, Completion done) {
+  return impl_->core->submit_paged_writes(request, std::move(done));
+}
+Result<TransferId> TransferEngine::submit_paged_writes(PagedWriteRequest&& request, Completion done) {
   return impl_->core->submit_paged_writes(std::move(request), std::move(done));
 }
-Result<TransferId> TransferEngine::submit_scatter(ScatterRequest request, Completion done) {
-  std::shared_ptr<const PeerGroup::Data> group;
-  if (request.group) {
-    if (request.group->empty()) return invalid_argument("submit_scatter: empty peer group");
-    group = request.group->data_;
-  }
-  return impl_->core->submit_scatter(std::move(request), std::move(group), std::move(done));
+Result<TransferId> TransferEngine::submit_scatter(const ScatterRequest& request, Completion done) {
+  // The group's resolved destinations are private to PeerGroup: checked and handed on here.
+  if (request.group && request.group->empty()) return invalid_argument("submit_scatter: empty peer group");
+  return impl_->core->submit_scatter(request, request.group ? request.group->data_ : nullptr, std::move(done));
 }
 Result<TransferId> TransferEngine::submit_barrier(uint32_t imm, std::span<const MrDesc> peers, Completion done,
                                                   size_t group) {

@@ -196,6 +196,18 @@ TEST_P(SteadyStateAllocTest, PagedWritesAllocateNothing) {
             0u);
 }
 
+TEST_P(SteadyStateAllocTest, AKeptPagedWriteSubmittedAgainAllocatesNothing) {
+  // One request, kept by the caller and submitted by const reference every time: its page lists
+  // are copied into the recycled request's buffers (a by-value parameter copied them into new ones).
+  PagedWriteRequest kept{src_mr_.handle, dst_mr_.desc, kPage, {}, {}, kPage, kPage, 0, 0, 7};
+  for (uint32_t i = 0; i < kPages; ++i) {
+    kept.src_pages.push_back(i);
+    kept.dst_pages.push_back((i * 5) % kPages);
+  }
+  EXPECT_EQ(allocations_of([&](uint64_t, Completion c) { return engine_->submit_paged_writes(kept, std::move(c)); }), 0u);
+  EXPECT_EQ(kept.src_pages.size(), kPages);  // still the caller's
+}
+
 TEST_P(SteadyStateAllocTest, PreparedPagedWritesAllocateNothing) {
   PagedWriteTemplate t{src_mr_.handle, dst_mr_.desc, kPage, kPage, kPage, 0, 0, kPages, kPages};
   Result<PreparedPagedWrites> prepared = engine_->prepare_paged_writes(t);
@@ -219,6 +231,17 @@ TEST_P(SteadyStateAllocTest, ScattersWithDescriptorsAllocateNothing) {
     for (uint32_t i = 0; i < kPages; ++i) r.targets.push_back({kPage, i * kPage, i * kPage, dst_mr_.desc, 0});
   }
   EXPECT_EQ(allocations_of([&](uint64_t i, Completion c) { return engine_->submit_scatter(std::move(requests[i]), std::move(c)); }), 0u);
+}
+
+TEST_P(SteadyStateAllocTest, AKeptScatterSubmittedAgainAllocatesNothing) {
+  // One scatter kept by the caller, its targets alternating between the destination's descriptor
+  // and a separately decoded copy (equal, another identity: two entries of the request).
+  Result<MrDesc> decoded = MrDesc::from_bytes(dst_mr_.desc.to_bytes());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  ScatterRequest kept{src_mr_.handle, {}, 7};
+  for (uint32_t i = 0; i < kPages; ++i) kept.targets.push_back({kPage, i * kPage, i * kPage, i % 2 ? *decoded : dst_mr_.desc, 0});
+  EXPECT_EQ(allocations_of([&](uint64_t, Completion c) { return engine_->submit_scatter(kept, std::move(c)); }), 0u);
+  EXPECT_EQ(kept.targets.size(), kPages);
 }
 
 TEST_P(SteadyStateAllocTest, GroupScattersAllocateNothing) {

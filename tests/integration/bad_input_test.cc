@@ -101,6 +101,17 @@ TEST_P(BadInputTest, EachFailsWithAClearStatusAndTheEngineStaysUsable) {
   EXPECT_EQ(code(engine->submit_scatter(s, Completion::counter(never))), ErrorCode::kOutOfRange);
   s.targets = {{4, 0, UINT64_MAX - 1, MrDesc(), 0}};
   EXPECT_EQ(code(engine->submit_scatter(s, Completion::counter(never))), ErrorCode::kOutOfRange);
+  // Without a group, a descriptor named again is checked once but each target's range every time:
+  // the second target's range is refused, and the message names that target.
+  s.group = nullptr;
+  s.targets = {{16, 0, 0, dst, 0}, {16, 0, region - 8, dst, 0}};
+  Result<TransferId> repeated = engine->submit_scatter(s, Completion::counter(never));
+  EXPECT_EQ(code(repeated), ErrorCode::kOutOfRange);
+  EXPECT_NE(repeated.status().message().find("scatter target 1"), std::string::npos) << repeated.status().to_string();
+  // A separately decoded copy of a descriptor is another identity: fully checked (and refused
+  // here for its domain count, like any descriptor of another engine's shape).
+  s.targets = {{16, 0, 0, dst, 0}, {16, 0, 0, with_domains(dst, domains() + 1), 0}};
+  EXPECT_EQ(code(engine->submit_scatter(s, Completion::counter(never))), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code(engine->submit_barrier(next_imm++, {}, Completion::counter(never))), ErrorCode::kInvalidArgument);
   EXPECT_EQ(engine->add_peer_group(std::vector<MrDesc>{with_domains(dst, domains() + 1)}).status().code(),
             ErrorCode::kInvalidArgument);

@@ -71,6 +71,53 @@ TEST_P(ScatterTest, ByPeerWithPeerGroup) { run({ScatterSharding::kByPeer, true})
 TEST_P(ScatterTest, ByBytesWithoutGroup) { run({ScatterSharding::kByBytes, false}); }
 TEST_P(ScatterTest, ByBytesWithPeerGroup) { run({ScatterSharding::kByBytes, true}); }
 
+// Targets naming one peer's region through many descriptors at once: the agent's descriptor
+// (copies of it are one identity to the engine), and separately decoded copies (each another
+// identity: 3 peers x 7 make 21, more than the engine's 16-slot table, so slots collide). Each
+// target's slice lands at its offset, each peer counts its imms, by peer and by bytes; the same
+// request (kept, by const reference) submitted twice delivers twice.
+TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
+  for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
+    Outcomes out(2);
+    std::vector<std::unique_ptr<AgentProcess>> agents;
+    for (size_t i = 0; i < kPeers; ++i) {
+      agents.push_back(std::make_unique<AgentProcess>(GetParam(), kRegion));
+      ASSERT_TRUE(agents.back()->started());
+    }
+    auto engine = make_engine();
+    ASSERT_TRUE(engine);
+    SourceBuffer src(*engine, kRegion, 23);
+    std::vector<Shadow> shadows(kPeers, Shadow(kRegion));
+    std::vector<std::vector<MrDesc>> names(kPeers);  // per peer: its descriptor, then 7 decoded copies
+    for (size_t p = 0; p < kPeers; ++p) {
+      names[p].push_back(agents[p]->desc());
+      for (int k = 0; k < 7; ++k) {
+        Result<MrDesc> decoded = MrDesc::from_bytes(agents[p]->desc().to_bytes());
+        ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+        names[p].push_back(*decoded);
+      }
+    }
+    ScatterRequest req{src.reg.handle, {}, 37, sharding};
+    std::vector<size_t> peer_of;
+    for (size_t t = 0; t < 48; ++t) {
+      const size_t peer = (t * 5) % kPeers;
+      const uint64_t length = 1000 + 97 * t;
+      const ScatterTarget target{length, 4096 * t, 9000 * t + 13, names[peer][(t / kPeers) % names[peer].size()], 0};
+      req.targets.push_back(target);
+      peer_of.push_back(peer);
+      shadows[peer].write(src, target.src_offset, target.dst_offset, target.length);
+    }
+    std::vector<uint64_t> expected(kPeers, 0);
+    for (size_t t = 0; t < req.targets.size(); ++t) expected[peer_of[t]] += 2 * imm_count_of(req, t, domains());
+
+    ASSERT_TRUE(engine->submit_scatter(req, out.sink(0)).ok());
+    ASSERT_TRUE(engine->submit_scatter(req, out.sink(1)).ok());
+    EXPECT_TRUE(out.all_ok());
+    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->hash(0, kRegion), shadows[p].hash()) << "peer " << p;
+    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->expect_exactly(37, expected[p]), "ok") << "peer " << p;
+  }
+}
+
 // A barrier delivers exactly one imm to each peer and completes once.
 TEST_P(ScatterTest, BarrierReachesEveryPeerOnce) {
   std::vector<std::unique_ptr<AgentProcess>> agents;

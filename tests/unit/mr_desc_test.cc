@@ -234,6 +234,22 @@ TEST(MrDesc, Equality) {
   differs([](Wire& w) { std::swap(w.domains[0], w.domains[1]); }, "domain order");
 }
 
+// identity(): shared by a descriptor's copies (moved ones too), distinct for an equal descriptor
+// made or decoded separately; null for the empty one.
+TEST(MrDesc, IdentityIsSharedByCopiesOnly) {
+  const MrDesc a = create_from(valid_wire(2)).value();
+  MrDesc copy = a;
+  const MrDesc decoded = MrDesc::from_bytes(a.to_bytes()).value();
+  ASSERT_NE(a.identity(), nullptr);
+  EXPECT_EQ(copy.identity(), a.identity());
+  EXPECT_TRUE(decoded == a);
+  EXPECT_NE(decoded.identity(), a.identity());
+  EXPECT_NE(create_from(valid_wire(2)).value().identity(), a.identity());
+  const MrDesc moved = std::move(copy);
+  EXPECT_EQ(moved.identity(), a.identity());
+  EXPECT_EQ(MrDesc().identity(), nullptr);
+}
+
 // The empty descriptor: no domains, no bytes, and domain(i) is an empty entry.
 TEST(MrDesc, EmptyDescriptor) {
   MrDesc d;
