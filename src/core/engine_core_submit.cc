@@ -129,10 +129,10 @@ constexpr bool takes_request = !std::is_const_v<std::remove_reference_t<CallerRe
 
 // A scatter's targets that name one descriptor (a peer's buffer at several offsets, as MoE
 // dispatch names them) are checked once but for their ranges, and share one entry of the
-// request's `targets`: one reference held, one peer lookup, and their WRs may go out as runs. A
-// descriptor's identity is MrDesc::identity (shared by its copies). A small direct-mapped table finds repeats; a collision
-// only costs a second check or entry. Looked up the same way twice per submit (checks, then
-// entries), it needs no per-target scratch.
+// request's `targets`: one reference held, one peer lookup, and their WRs may go out as runs.
+// Descriptors are told apart by MrDesc::identity (shared by copies). A small direct-mapped table
+// finds repeats; a collision only costs a second check or entry. Filled twice per submit (the
+// checks, then the entries), it needs no per-target scratch.
 class DescTable {
  public:
   struct Slot {
