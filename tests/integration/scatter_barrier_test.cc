@@ -1,5 +1,7 @@
 // Scatter (with and without a pre-resolved PeerGroup, by peer and by bytes) and barrier across
 // three target processes.
+#include <optional>
+
 #include "integration/engine_fixture.h"
 
 namespace fabric_lib::testing {
@@ -13,22 +15,43 @@ struct ScatterCase {
   bool use_group;
 };
 
+// What a scatter test starts from and checks against: kPeers agents with kRegion-byte regions,
+// an engine, a patterned source, and a shadow of each agent's region.
+struct ScatterRig {
+  std::vector<std::unique_ptr<AgentProcess>> agents;
+  std::unique_ptr<TransferEngine> engine;
+  std::optional<SourceBuffer> src;
+  std::vector<Shadow> shadows = std::vector<Shadow>(kPeers, Shadow(kRegion));
+
+  // Every peer's region equals its shadow, and the peer counted exactly expected[p] imms `imm`.
+  void expect_delivered(uint32_t imm, const std::vector<uint64_t>& expected) const {
+    // Delivery-complete (every provider of the matrix): at the Ok every slice is in place.
+    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->hash(0, kRegion), shadows[p].hash()) << "peer " << p;
+    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->expect_exactly(imm, expected[p]), "ok") << "peer " << p;
+  }
+};
+
 class ScatterTest : public EngineTest {
  protected:
+  // Starts the rig's agents and engine and fills its source from `seed`.
+  void start(ScatterRig& rig, uint64_t seed) {
+    for (size_t i = 0; i < kPeers; ++i) {
+      rig.agents.push_back(std::make_unique<AgentProcess>(GetParam(), kRegion));
+      ASSERT_TRUE(rig.agents.back()->started());
+    }
+    rig.engine = make_engine();
+    ASSERT_TRUE(rig.engine);
+    rig.src.emplace(*rig.engine, kRegion, seed);
+  }
+
   void run(const ScatterCase& sc) {
     Outcomes out(1);  // before the engine, which may call it until stopped
-    std::vector<std::unique_ptr<AgentProcess>> agents;
-    for (size_t i = 0; i < kPeers; ++i) {
-      agents.push_back(std::make_unique<AgentProcess>(GetParam(), kRegion));
-      ASSERT_TRUE(agents.back()->started());
-    }
-    auto engine = make_engine();
-    ASSERT_TRUE(engine);
-    SourceBuffer src(*engine, kRegion, 21);
-    std::vector<Shadow> shadows(kPeers, Shadow(kRegion));
+    ScatterRig rig;
+    ASSERT_NO_FATAL_FAILURE(start(rig, 21));
+    auto& [agents, engine, src, shadows] = rig;
 
     ScatterRequest req;
-    req.src = src.reg.handle;
+    req.src = src->reg.handle;
     req.imm = 31;
     req.sharding = sc.sharding;
     PeerGroup group;
@@ -52,16 +75,14 @@ class ScatterTest : public EngineTest {
         t.dst = agents[peer]->desc();
       }
       req.targets.push_back(t);
-      shadows[peer].write(src, t.src_offset, t.dst_offset, t.length);
+      shadows[peer].write(*src, t.src_offset, t.dst_offset, t.length);
     }
     std::vector<uint64_t> expected(kPeers, 0);
     for (size_t i = 0; i < layout.size(); ++i) expected[layout[i].first] += imm_count_of(req, i, domains());
 
     ASSERT_TRUE(engine->submit_scatter(req, out.sink(0)).ok());
     EXPECT_TRUE(out.all_ok());
-    // Delivery-complete (every provider of the matrix): at the Ok every slice is in place.
-    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->hash(0, kRegion), shadows[p].hash()) << "peer " << p;
-    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->expect_exactly(31, expected[p]), "ok") << "peer " << p;
+    rig.expect_delivered(31, expected);
   }
 };
 
@@ -79,15 +100,9 @@ TEST_P(ScatterTest, ByBytesWithPeerGroup) { run({ScatterSharding::kByBytes, true
 TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
   for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
     Outcomes out(2);
-    std::vector<std::unique_ptr<AgentProcess>> agents;
-    for (size_t i = 0; i < kPeers; ++i) {
-      agents.push_back(std::make_unique<AgentProcess>(GetParam(), kRegion));
-      ASSERT_TRUE(agents.back()->started());
-    }
-    auto engine = make_engine();
-    ASSERT_TRUE(engine);
-    SourceBuffer src(*engine, kRegion, 23);
-    std::vector<Shadow> shadows(kPeers, Shadow(kRegion));
+    ScatterRig rig;
+    ASSERT_NO_FATAL_FAILURE(start(rig, 23));
+    auto& [agents, engine, src, shadows] = rig;
     std::vector<std::vector<MrDesc>> names(kPeers);  // per peer: its descriptor, then 7 decoded copies
     for (size_t p = 0; p < kPeers; ++p) {
       names[p].push_back(agents[p]->desc());
@@ -97,7 +112,7 @@ TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
         names[p].push_back(*decoded);
       }
     }
-    ScatterRequest req{src.reg.handle, {}, 37, sharding};
+    ScatterRequest req{src->reg.handle, {}, 37, sharding};
     std::vector<size_t> peer_of;
     for (size_t t = 0; t < 48; ++t) {
       const size_t peer = (t * 5) % kPeers;
@@ -105,7 +120,7 @@ TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
       const ScatterTarget target{length, 4096 * t, 9000 * t + 13, names[peer][(t / kPeers) % names[peer].size()], 0};
       req.targets.push_back(target);
       peer_of.push_back(peer);
-      shadows[peer].write(src, target.src_offset, target.dst_offset, target.length);
+      shadows[peer].write(*src, target.src_offset, target.dst_offset, target.length);
     }
     std::vector<uint64_t> expected(kPeers, 0);
     for (size_t t = 0; t < req.targets.size(); ++t) expected[peer_of[t]] += 2 * imm_count_of(req, t, domains());
@@ -113,8 +128,7 @@ TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
     ASSERT_TRUE(engine->submit_scatter(req, out.sink(0)).ok());
     ASSERT_TRUE(engine->submit_scatter(req, out.sink(1)).ok());
     EXPECT_TRUE(out.all_ok());
-    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->hash(0, kRegion), shadows[p].hash()) << "peer " << p;
-    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->expect_exactly(37, expected[p]), "ok") << "peer " << p;
+    rig.expect_delivered(37, expected);
   }
 }
 
