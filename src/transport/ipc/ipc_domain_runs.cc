@@ -1,7 +1,8 @@
 // IpcDomain: post_writes — a paged write's pages on this domain as runs, each ONE op and ONE
-// gather copy (of page pairs: CopyRequest::pages) (its completion one event counting the run's WRs, its imms one ring record), so
-// that the domain's work per page is a range check and a segment; the shards of one write
-// (contiguous on both sides) as ONE op and ONE plain copy the same way.
+// gather copy of page pairs (CopyRequest::pages; its completion one event counting the run's
+// WRs, its imms one ring record), so that the domain's work per page is a range check and a
+// pair; the shards of one write (contiguous on both sides) as ONE op and ONE plain copy the
+// same way.
 #include <algorithm>
 #include <type_traits>
 
