@@ -54,7 +54,7 @@ class EngineCore {
   Status post_recvs_into(MrHandle region, uint64_t offset, size_t slot_bytes, size_t count, RecvCallback on_recv,
                          RecvErrorCallback on_error);
   Result<TransferId> submit_imm(uint32_t imm, const MrDesc& dst, Completion done, size_t group);
-  Result<TransferId> submit_write(WriteRequest request, Completion done);
+  Result<TransferId> submit_write(WriteRequest&& request, Completion&& done);
   // By const reference the request's lists are copied into the recycled request; by rvalue taken.
   Result<TransferId> submit_paged_writes(const PagedWriteRequest& request, Completion done);
   Result<TransferId> submit_paged_writes(PagedWriteRequest&& request, Completion done);

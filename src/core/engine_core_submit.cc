@@ -87,7 +87,9 @@ TransferId EngineCore::enqueue(size_t group, RequestPool::Ptr request, const Sub
   } else if (options_.default_timeout.count() > 0) {
     request->deadline_ns = monotonic_ns() + options_.default_timeout.count();
   }
-  if (request->kind == RequestKind::kWrite && !request->paged) group_by_domain(*request, num_domains());
+  if (request->kind == RequestKind::kWrite && !request->paged && request->wrs.size() != 1) {
+    group_by_domain(*request, num_domains());
+  }
   scope.count_submitted();
   workers_[group]->submit(request.release());
   return id;
@@ -105,7 +107,7 @@ Result<TransferId> EngineCore::submit_imm(uint32_t imm, const MrDesc& dst, Compl
   return enqueue(group, std::move(r), scope);
 }
 
-Result<TransferId> EngineCore::submit_write(WriteRequest request, Completion done) {
+Result<TransferId> EngineCore::submit_write(WriteRequest&& request, Completion&& done) {
   SubmitScope scope(*this, OpType::kWrite);
   if (!scope.accepting()) return fabric_lib::stopped("engine stopped");
   if (request.length == 0 && !request.imm) return invalid_argument("submit_write: zero length without an imm");

@@ -265,6 +265,8 @@ void GroupWorker::accept(Request* r, int64_t now) {
       for (const planner::PageRun& run : r->page_runs) {
         if (run.begin < run.end) domains_[run.domain].streams.push_back({r, run.begin, run.end});
       }
+    } else if (r->wrs.size() == 1) {  // not grouped (EngineCore::enqueue): its one domain is its WR's
+      domains_[r->wrs[0].domain].streams.push_back({r, 0, 1});
     } else {
       for (size_t d = 0; d < domains_.size(); ++d) {
         const uint32_t begin = r->domain_begin[d];

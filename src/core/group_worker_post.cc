@@ -240,9 +240,13 @@ bool GroupWorker::post_pending(size_t d) {
     Status error;
     transport::PostResult result;
     // A run of WRs in one call where they allow it, else a batch of WRs (one record each) in
-    // one call, else one WR.
-    size_t n = post_run(d, s, ds.wrs_per_pass - posted, &result, &error);
-    if (n == 0 && result == transport::PostResult::kPosted) n = post_batch(d, s, ds.wrs_per_pass - posted, &result, &error);
+    // one call, else one WR (a stream of one WR — most single writes — goes there at once).
+    size_t n = 0;
+    result = transport::PostResult::kPosted;
+    if (s.end - s.next > 1) {
+      n = post_run(d, s, ds.wrs_per_pass - posted, &result, &error);
+      if (n == 0 && result == transport::PostResult::kPosted) n = post_batch(d, s, ds.wrs_per_pass - posted, &result, &error);
+    }
     if (n == 0 && result == transport::PostResult::kPosted) {
       result = post_one(d, s, &error);
       n = result == transport::PostResult::kPosted ? 1 : 0;

@@ -58,13 +58,6 @@ void Request::drop_capacity() {
 void group_by_domain(Request& request, size_t domains) {
   std::vector<planner::WrPlan>& wrs = request.wrs;
   std::vector<uint32_t>& begin = request.domain_begin;
-  if (wrs.size() == 1) {  // a single write's one WR (most of them): no counting, nothing to sort
-    const uint32_t d = wrs[0].domain;
-    begin.resize(domains + 1);
-    std::fill(begin.begin(), begin.begin() + d + 1, 0);
-    std::fill(begin.begin() + d + 1, begin.end(), 1);
-    return;
-  }
   begin.assign(domains + 1, 0);
   bool sorted = true;
   for (size_t i = 0; i < wrs.size(); ++i) {

@@ -45,7 +45,9 @@ struct Request {
   bool has_imm = false;
   uint32_t imm = 0;
   std::vector<planner::WrPlan> wrs;             // sorted by domain
-  std::vector<uint32_t> domain_begin;           // wrs of domain d: [domain_begin[d], domain_begin[d+1])
+  // wrs of domain d: [domain_begin[d], domain_begin[d+1]) — unused (left empty) when there is one
+  // WR, on wrs[0].domain (most single writes: EngineCore::enqueue skips grouping).
+  std::vector<uint32_t> domain_begin;
   // A paged write keeps its page list instead of a WrPlan per page: WR i is page i (plan_at),
   // and each PageRun [begin, end) of the list goes on its domain (at most one run per domain).
   bool paged = false;

@@ -118,8 +118,9 @@ ShardLayout shard_layout(uint64_t length, const Route& route, size_t domains);
 template <typename Emit>
 size_t for_each_contiguous_piece(uint64_t length, const Route& route, size_t domains, uint32_t start, Emit&& emit,
                                  Placement placement) {
-  if (length == 0) {
-    emit(WritePiece{0, 0, domain_of(0, route, domains, start)});
+  if (length < 2 * kMinShardBytes) {  // one shard, one WR (and kMinShardBytes < kMaxWrBytes): no layout to compute
+    static_assert(2 * kMinShardBytes <= kMaxWrBytes);
+    emit(WritePiece{0, length, domain_of(0, route, domains, start)});
     return 1;
   }
   const ShardLayout l = shard_layout(length, route, domains);
