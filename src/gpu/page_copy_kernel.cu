@@ -11,8 +11,20 @@ constexpr uint32_t kThreads = 256;
 constexpr uint32_t kWarps = kThreads / 32;
 constexpr uint64_t kWarpStep = 32 * 16;  // bytes one warp moves with one 16-byte access per lane
 
-template <int kLoads>
-__global__ void page_copy_kernel(const __grid_constant__ PageCopyLaunch launch) {
+// What a launch passes: PageCopyLaunch's header and its first kRuns runs. The driver copies a
+// launch's whole parameter block into the stream's queue, so a flush of one run (a paged write
+// alone in its flush: the usual case) passes 72 bytes instead of PageCopyLaunch's 3.6 KB.
+template <int kRuns>
+struct LaunchParams {
+  uint32_t run_count;
+  uint32_t warps;
+  uint32_t piece_shift;
+  uint32_t unused;
+  PageCopyRun runs[kRuns];
+};
+
+template <int kLoads, int kRuns>
+__global__ void page_copy_kernel(const __grid_constant__ LaunchParams<kRuns> launch) {
   const uint32_t warp = blockIdx.x * kWarps + threadIdx.x / 32;
   if (warp >= launch.warps) return;  // whole warps leave: the shuffles below see full warps only
   const uint32_t lane = threadIdx.x % 32;
@@ -69,12 +81,36 @@ __global__ void page_copy_kernel(const __grid_constant__ PageCopyLaunch launch) 
   // block cost ~40 % of a 4096-page launch.
 }
 
+// Launches the kernel with the smallest parameter block that holds `launch`'s runs.
+template <int kRuns>
+cudaError_t launch_with(const PageCopyLaunch& launch, uint32_t blocks, cudaStream_t stream) {
+  LaunchParams<kRuns> p{};
+  p.run_count = launch.run_count;
+  p.warps = launch.warps;
+  p.piece_shift = launch.piece_shift;
+  for (uint32_t r = 0; r < launch.run_count; ++r) p.runs[r] = launch.runs[r];
+  if (launch.loads_per_lane == 8) page_copy_kernel<8, kRuns><<<blocks, kThreads, 0, stream>>>(p);
+  else page_copy_kernel<4, kRuns><<<blocks, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// The parameter blocks' sizes in runs: one, a few, all.
+constexpr int kFewRuns = 8;
+
+template <int kRuns>
+cudaError_t load_kernels_of() {
+  cudaFuncAttributes attr;
+  cudaError_t e = cudaFuncGetAttributes(&attr, page_copy_kernel<4, kRuns>);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, page_copy_kernel<8, kRuns>);
+  return e;
+}
+
 }  // namespace
 
 cudaError_t load_page_copy_kernel() {
-  cudaFuncAttributes attr;
-  cudaError_t e = cudaFuncGetAttributes(&attr, page_copy_kernel<4>);
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, page_copy_kernel<8>);
+  cudaError_t e = load_kernels_of<1>();
+  if (e == cudaSuccess) e = load_kernels_of<kFewRuns>();
+  if (e == cudaSuccess) e = load_kernels_of<kMaxPageCopyRuns>();
   return e;
 }
 
@@ -84,10 +120,11 @@ cudaError_t launch_page_copy(const PageCopyLaunch& launch, cudaStream_t stream) 
   // Only the two compiled shapes; any other count is refused (the flush's copies then fail with
   // this error) rather than run as one of them.
   if (launch.loads_per_lane != 4 && launch.loads_per_lane != 8) return cudaErrorInvalidValue;
+  if (launch.run_count > kMaxPageCopyRuns) return cudaErrorInvalidValue;
   const uint32_t blocks = (launch.warps + kWarps - 1) / kWarps;
-  if (launch.loads_per_lane == 8) page_copy_kernel<8><<<blocks, kThreads, 0, stream>>>(launch);
-  else page_copy_kernel<4><<<blocks, kThreads, 0, stream>>>(launch);
-  return cudaGetLastError();
+  if (launch.run_count == 1) return launch_with<1>(launch, blocks, stream);
+  if (launch.run_count <= kFewRuns) return launch_with<kFewRuns>(launch, blocks, stream);
+  return launch_with<kMaxPageCopyRuns>(launch, blocks, stream);
 }
 
 }  // namespace fabric_lib::gpu

@@ -61,6 +61,8 @@ inline constexpr uint32_t kMaxPageCopyRuns = 64;
 
 static_assert(sizeof(PageCopyRun) == 56, "the launch's parameters must stay within 4 KiB");
 
+// A launch as the copy engine builds it. launch_page_copy passes the kernel a parameter block of
+// 1, 8 or 64 runs, the smallest that holds run_count (the driver copies the whole block per launch).
 struct PageCopyLaunch {
   PageCopyRun runs[kMaxPageCopyRuns];
   uint32_t run_count = 0;

@@ -393,6 +393,25 @@ TEST_F(CopyEngineKernel, PlainCopiesOfManyLengthsAndOneLengthMoveTheirBytes) {
   }
 }
 
+// A launch passes the kernel a parameter block of 1, 8 or kMaxPageCopyRuns runs, the smallest that
+// holds its runs (launch_page_copy): flushes of 1, 2, 8, 9, 64 and 65 runs (plain copies of
+// distinct lengths, a run each) cross every boundary, and each moves its bytes.
+TEST_F(CopyEngineKernel, LaunchesOfEveryParameterBlockSizeMoveTheirBytes) {
+  uint64_t op = 1;
+  for (const uint64_t runs : {1, 2, 8, 9, 64, 65}) {
+    SCOPED_TRACE(::testing::Message() << runs << " runs");
+    clear_target();
+    gpu::CudaCopyEngine engine(kernel_mode());
+    ASSERT_TRUE(engine.prepare(0).ok());
+    std::vector<gpu::CopyRequest> requests;
+    for (uint64_t i = 0; i < runs; ++i, ++op) {
+      requests.push_back(request(op, i * 20000, kBytes - (i + 1) * 20000, 3000 + i * 17));
+    }
+    run(engine, requests);
+    if (HasFailure()) return;
+  }
+}
+
 // Several launches of one flush on one stream (200 copies of changing lengths: a kernel run each,
 // four launches), flush after flush without waiting in between, so the launcher thread still
 // holds earlier flushes' launches while later ones are built: each keeps its own parameters (they
