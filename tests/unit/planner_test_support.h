@@ -23,7 +23,7 @@ inline std::string route_name(const Route& r) {
 
 inline std::vector<uint64_t> test_lengths() {
   std::vector<uint64_t> v = {0,        1,         4095,      4096,          4097,         64 * KiB - 1,
-                             64 * KiB, 64 * KiB + 1, 128 * KiB + 1, 200 * KiB,  MiB,  MiB + 3,
+                             64 * KiB, 64 * KiB + 1, 128 * KiB - 1, 128 * KiB, 128 * KiB + 1, 200 * KiB,  MiB,  MiB + 3,
                              17 * MiB + 12345, 64 * MiB, 3 * kMaxWrBytes + 5, 40 * kMaxWrBytes + 1};
   std::mt19937_64 rng(2024);
   for (int i = 0; i < 24; ++i) {

@@ -391,8 +391,9 @@ TEST(RequestGrouping, GroupByDomain) {
   }
 }
 
-// A recycled request keeps its vectors: one WR (group_by_domain's shortcut) on each domain in
-// turn, after a plan whose counts differ, gives that domain exactly [0, 1) and the others none.
+// A recycled request keeps its vectors: one WR on each domain in turn (EngineCore::enqueue does
+// not group a single WR, but grouping one stays correct), after a plan whose counts differ, gives
+// that domain exactly [0, 1) and the others none.
 TEST(RequestGrouping, OneWrOnARecycledRequest) {
   detail::Request req;
   for (uint32_t i = 0; i < 9; ++i) req.wrs.push_back({i % 4, 0, i, 0, 1});
