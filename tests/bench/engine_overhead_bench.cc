@@ -16,7 +16,7 @@
 // peers), and MET/MISSED
 // against the hot-path issue's target (engine work per WR <= 100 ns).
 //
-// Usage: engine-overhead-bench [--provider shm|tcp] [--requests N] [--window W] [--quick]
+// Usage: engine-overhead-bench [--provider shm|tcp] [--requests N] [--window W] [--metrics false] [--quick]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,6 +43,7 @@ struct Options {
   uint64_t window = 16;
   uint32_t repeats = 3;  // alternating engine / baseline runs per point; the best of each counts
   std::string only;      // run only the points whose name contains this (profiling)
+  bool metrics = true;   // the engine's latency histograms and per-peer metrics (the default: on)
 };
 
 struct Point {
@@ -106,7 +107,7 @@ Result<double> engine_ns_per_wr(TransferEngine& engine, const Options& o, uint64
 
 int run(const Options& o) {
   TransferEngineBuilder builder;
-  builder.provider(o.provider).domains_per_group(1);
+  builder.provider(o.provider).domains_per_group(1).metrics(o.metrics);
   BuilderAccess::set_domain_decorator(
       builder, [](std::unique_ptr<transport::Domain> inner) { return std::make_unique<InstantDomain>(std::move(inner)); });
   Result<std::unique_ptr<TransferEngine>> built = builder.build();
@@ -259,6 +260,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100));
   app.add_option("--only", o.only, "run only the point of this name, or those whose name contains it (for profiling)");
   bool quick = false;
+  app.add_option("--metrics", o.metrics, "the engine's latency histograms and per-peer metrics (on by default; off shows their share)");
   app.add_flag("--quick", quick, "500 requests per run (smoke test)");
   CLI11_PARSE(app, argc, argv);
   if (quick) {
