@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "base/identity_slot.h"
 #include "base/largest_index.h"
 #include "core/engine_core.h"
 #include "core/peer_group_data.h"
@@ -143,12 +144,11 @@ class DescTable {
     uint64_t length = 0;  // its region's length
   };
   // The slot `identity` maps to: it was filled for that descriptor when slot.identity == identity.
-  Slot& slot(const void* identity) {
-    return slots_[(reinterpret_cast<uintptr_t>(identity) * 0x9E3779B97F4A7C15ull) >> 60];
-  }
+  Slot& slot(const void* identity) { return slots_[identity_slot<kBits>(identity)]; }
 
  private:
-  std::array<Slot, 16> slots_{};
+  static constexpr unsigned kBits = 4;
+  std::array<Slot, size_t{1} << kBits> slots_{};
 };
 }  // namespace
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/identity_slot.h"
 #include "core/worker_metrics.h"
 
 namespace fabric_lib::detail {
@@ -45,7 +46,7 @@ PeerEntry& PeerRegistry::for_desc(const MrDesc& desc, std::vector<transport::Dom
   // A descriptor's identity (MrDesc::identity) is the same for every copy and unique while any
   // copy is alive; the slot's copy keeps it alive.
   const void* identity = desc.identity();
-  DescSlot& slot = desc_cache_[(reinterpret_cast<uintptr_t>(identity) >> 4) % kDescSlots];
+  DescSlot& slot = desc_cache_[identity_slot<kDescSlotBits>(identity)];
   if (slot.peer && slot.desc.identity() == identity && slot.peer->address_epoch == slot.epoch) return *slot.peer;
   PeerEntry& peer = entry(desc.domain(0).address.bytes());
   for (size_t d = 1; d < domains_ && d < desc.num_domains(); ++d) {

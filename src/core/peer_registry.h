@@ -155,8 +155,8 @@ class PeerRegistry {
     PeerEntry* peer = nullptr;
     uint64_t epoch = 0;  // peer->address_epoch when it was resolved
   };
-  static constexpr size_t kDescSlots = 256;
-  std::vector<DescSlot> desc_cache_ = std::vector<DescSlot>(kDescSlots);
+  static constexpr unsigned kDescSlotBits = 8;  // 256 slots (identity_slot)
+  std::vector<DescSlot> desc_cache_ = std::vector<DescSlot>(size_t{1} << kDescSlotBits);
 };
 
 }  // namespace fabric_lib::detail
