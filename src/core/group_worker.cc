@@ -265,14 +265,14 @@ void GroupWorker::accept(Request* r, int64_t now) {
       for (const planner::PageRun& run : r->page_runs) {
         if (run.begin < run.end) domains_[run.domain].streams.push_back({r, run.begin, run.end});
       }
-    } else if (r->wrs.size() == 1) {  // not grouped (EngineCore::enqueue): its one domain is its WR's
-      domains_[r->wrs[0].domain].streams.push_back({r, 0, 1});
-    } else {
+    } else if (r->grouped_by_domain()) {
       for (size_t d = 0; d < domains_.size(); ++d) {
         const uint32_t begin = r->domain_begin[d];
         const uint32_t end = r->domain_begin[d + 1];
         if (begin < end) domains_[d].streams.push_back({r, begin, end});
       }
+    } else {  // one WR, not grouped: its one domain is its WR's
+      domains_[r->wrs[0].domain].streams.push_back({r, 0, 1});
     }
     maybe_finish(r);  // a request with no WRs (validation prevents it; be safe)
   }
