@@ -138,7 +138,7 @@ class CudaCopyEngine final : public CopyEngine {
     const void* src = nullptr;
     size_t bytes = 0;
     // kLaunch: the launch's parameters, kept in the flush's LaunchList (`launch_index` there
-    // until end_flush points `launch` at them). Out of line: a PageCopyLaunch is 2.6 KB, and
+    // until end_flush points `launch` at them). Out of line: a PageCopyLaunch is 3.6 KB, and
     // every op, launch or not, was zeroed, then copied into the launcher's ring with it.
     uint32_t launch_index = 0;
     const PageCopyLaunch* launch = nullptr;

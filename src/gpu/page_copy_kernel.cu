@@ -11,20 +11,8 @@ constexpr uint32_t kThreads = 256;
 constexpr uint32_t kWarps = kThreads / 32;
 constexpr uint64_t kWarpStep = 32 * 16;  // bytes one warp moves with one 16-byte access per lane
 
-// What a launch passes: PageCopyLaunch's header and its first kRuns runs. The driver copies a
-// launch's whole parameter block into the stream's queue, so a flush of one run (a paged write
-// alone in its flush: the usual case) passes 72 bytes instead of PageCopyLaunch's 3.6 KB.
-template <int kRuns>
-struct LaunchParams {
-  uint32_t run_count;
-  uint32_t warps;
-  uint32_t piece_shift;
-  uint32_t unused;
-  PageCopyRun runs[kRuns];
-};
-
-template <int kLoads, int kRuns>
-__global__ void page_copy_kernel(const __grid_constant__ LaunchParams<kRuns> launch) {
+template <int kLoads, uint32_t kRuns>
+__global__ void page_copy_kernel(const __grid_constant__ PageCopyParams<kRuns> launch) {
   const uint32_t warp = blockIdx.x * kWarps + threadIdx.x / 32;
   if (warp >= launch.warps) return;  // whole warps leave: the shuffles below see full warps only
   const uint32_t lane = threadIdx.x % 32;
@@ -82,12 +70,10 @@ __global__ void page_copy_kernel(const __grid_constant__ LaunchParams<kRuns> lau
 }
 
 // Launches the kernel with the smallest parameter block that holds `launch`'s runs.
-template <int kRuns>
+template <uint32_t kRuns>
 cudaError_t launch_with(const PageCopyLaunch& launch, uint32_t blocks, cudaStream_t stream) {
-  LaunchParams<kRuns> p{};
-  p.run_count = launch.run_count;
-  p.warps = launch.warps;
-  p.piece_shift = launch.piece_shift;
+  PageCopyParams<kRuns> p{};
+  static_cast<PageCopyShape&>(p) = launch;
   for (uint32_t r = 0; r < launch.run_count; ++r) p.runs[r] = launch.runs[r];
   if (launch.loads_per_lane == 8) page_copy_kernel<8, kRuns><<<blocks, kThreads, 0, stream>>>(p);
   else page_copy_kernel<4, kRuns><<<blocks, kThreads, 0, stream>>>(p);
@@ -95,9 +81,9 @@ cudaError_t launch_with(const PageCopyLaunch& launch, uint32_t blocks, cudaStrea
 }
 
 // The parameter blocks' sizes in runs: one, a few, all.
-constexpr int kFewRuns = 8;
+constexpr uint32_t kFewRuns = 8;
 
-template <int kRuns>
+template <uint32_t kRuns>
 cudaError_t load_kernels_of() {
   cudaFuncAttributes attr;
   cudaError_t e = cudaFuncGetAttributes(&attr, page_copy_kernel<4, kRuns>);

@@ -61,15 +61,25 @@ inline constexpr uint32_t kMaxPageCopyRuns = 64;
 
 static_assert(sizeof(PageCopyRun) == 56, "the launch's parameters must stay within 4 KiB");
 
-// A launch as the copy engine builds it. launch_page_copy passes the kernel a parameter block of
-// 1, 8 or 64 runs, the smallest that holds run_count (the driver copies the whole block per launch).
-struct PageCopyLaunch {
-  PageCopyRun runs[kMaxPageCopyRuns];
+// What a launch says besides its runs.
+struct PageCopyShape {
   uint32_t run_count = 0;
   uint32_t warps = 0;  // one per piece of every run
   uint32_t piece_shift = kPageCopyPieceShift;  // pieces of 1 << piece_shift bytes
   uint32_t loads_per_lane = kDefaultCopyLoadsPerLane;  // 16-byte loads a lane keeps in flight: 4 or 8
 };
+
+// A launch's parameter block: its shape and room for kRuns runs. The driver copies the whole
+// block into the stream's queue on every launch, so launch_page_copy passes the kernel the
+// smallest of 1, 8 or 64 runs that holds run_count (72 bytes for one run, 3.6 KB for 64).
+template <uint32_t kRuns>
+struct PageCopyParams : PageCopyShape {
+  PageCopyRun runs[kRuns];
+};
+
+// A launch as the copy engine builds it: room for every run a launch may carry.
+using PageCopyLaunch = PageCopyParams<kMaxPageCopyRuns>;
+static_assert(sizeof(PageCopyParams<1>) == 72, "a one-run launch passes its shape and one run");
 
 // How many pieces (warps) a copy of `length` bytes becomes (at least 1).
 inline uint64_t page_copy_pieces(uint64_t length, uint32_t shift = kPageCopyPieceShift) {

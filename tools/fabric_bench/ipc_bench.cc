@@ -276,10 +276,11 @@ Status IpcBench::single(std::vector<Row>& rows) {
     p.window = window_for(o_, size);
     p.bytes_per_request = size;
     p.ops_per_request = 1;
-    p.imms_per_request = imm_count_of_write(size, RoundRobin{o_.max_shards}, domains_);
+    const Route route = o_.pin_domain >= 0 ? Route{Pinned{static_cast<uint32_t>(o_.pin_domain)}} : Route{RoundRobin{o_.max_shards}};
+    p.imms_per_request = imm_count_of_write(size, route, domains_);
     p.verify_bytes = p.slots * size;
     p.verify_hash = hash_region(pattern.data(), p.verify_bytes);
-    WriteRequest proto{mr->handle, 0, *dst, 0, size, std::nullopt, RoundRobin{o_.max_shards}};
+    WriteRequest proto{mr->handle, 0, *dst, 0, size, std::nullopt, route};
     p.submit = [this, proto, slots = p.slots](uint64_t i, uint32_t imm, Completion done) {
       WriteRequest r = proto;
       r.src_offset = r.dst_offset = (i % slots) * r.length;
@@ -353,6 +354,7 @@ Status IpcBench::paged(std::vector<Row>& rows) {
         r.src_pages.assign(src_perm.begin() + s * ppr, src_perm.begin() + (s + 1) * ppr);
         r.dst_pages.assign(dst_perm.begin() + s * ppr, dst_perm.begin() + (s + 1) * ppr);
         r.src_stride = r.dst_stride = stride;
+        if (o_.pin_domain >= 0) r.route = Pinned{static_cast<uint32_t>(o_.pin_domain)};
       }
       PagedWriteRequest with_imm = protos[0];
       with_imm.imm = 1;

@@ -158,6 +158,11 @@ int main(int argc, char** argv) {
                  "default posts a write's shards from one domain, N = --domains splits them as libfabric domains do)")
       ->capture_default_str()
       ->check(CLI::Range(0, 16));
+  app.add_option("--pin-domain", o.pin_domain,
+                 "ipc: single and paged writes all from this domain (route Pinned{D}; -1: as --max-shards says), to "
+                 "compare N domains with one in the same group")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 15));
   app.add_option("--page-sizes", pages_text, "paged page sizes (default 1KiB..64KiB, x2 steps)");
   app.add_option("--pages-per-request", o.pages_per_request, "pages per paged request")
       ->capture_default_str()
@@ -251,6 +256,10 @@ int main(int argc, char** argv) {
                                o.provider.rfind("sockets", 0) == 0;
   if (local && !app.count("--interface") && socket_provider) o.interface_name = "lo";
 
+  if (o.pin_domain >= 0 && o.provider != "ipc") return fail_usage("--pin-domain (ipc only)");
+  for (size_t d : o.domains) {
+    if (o.pin_domain >= 0 && static_cast<size_t>(o.pin_domain) >= d) return fail_usage("--pin-domain (below every --domains)");
+  }
   if (o.provider == "ipc") {  // same-host GPU transfers: their own sweep (ipc_bench.h)
     if (!local) return fail_usage("--provider ipc: ipc connects processes of one host; use --local");
     return run_ipc_bench(o, argv[0]);

@@ -32,6 +32,8 @@ struct BenchOptions {
 
   std::vector<uint64_t> sizes;          // single-write sizes
   uint32_t max_shards = 0;              // single writes' route, RoundRobin{max_shards} (0: the default)
+  // ipc: single and paged writes all on this domain (Pinned), -1: the route above / the default.
+  int pin_domain = -1;
   std::vector<uint64_t> page_sizes;     // paged-write page sizes
   size_t pages_per_request = 64;
   std::vector<size_t> scatter_peers;    // peer counts of the scatter sweep
