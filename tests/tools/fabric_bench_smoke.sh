@@ -38,4 +38,14 @@ if [ -n "$plot" ]; then
   [ -s "$plot" ] || fail "no plot written"
   rm -f "$plot"
 fi
+# --pin-domain is ipc's, below every --domains: refused (usage, exit 2) elsewhere, with its name.
+usage_refused() {  # expected message, args...
+  local want=$1 msg
+  shift
+  msg=$("$bench" --local --quick --mode single "$@" 2>&1 >/dev/null)
+  local r=$?
+  [ "$r" -eq 2 ] && [[ "$msg" == *"$want"* ]] || fail "fabric-bench $* gave exit $r, '$msg' (want 2, '$want')"
+}
+usage_refused "bad --pin-domain (ipc only)" --provider "$provider" --domains "$domains" --pin-domain 0
+usage_refused "bad --pin-domain (below every --domains)" --provider ipc --domains 1,4 --pin-domain 1
 echo "ok: $(($(wc -l <"$out") - 1)) rows; $(grep "verification passed" "$err")"
