@@ -123,11 +123,15 @@ class EngineCore {
   Status check_route(const Route& route) const;
   // Where a contiguous write's shards go: on domains that share one medium
   // (DomainInfo::one_medium) the default RoundRobin puts them all on one domain (same shards, same
-  // imm count; one op there instead of one per domain). Any other route rotates them.
+  // imm count; one op there instead of one per domain) — domain 0 unless
+  // options_.one_medium_spread rotates it (start_domain). Any other route rotates them.
   planner::Placement placement(const Route& route, size_t group) const;
   // The route a paged write's pages are planned with: where placement() keeps shards on one
   // domain, RoundRobin{1} (a paged write's imm count does not depend on the route).
   Route paged_route(const Route& route, size_t group) const;
+  // The first domain of a request planned with `route`: the group's rotating one, or domain 0
+  // where placement() keeps a request on one domain and options_.one_medium_spread is off.
+  uint32_t start_domain(const Route& route, size_t group);
   Status check_page_geometry(uint64_t page_length, uint64_t src_stride, uint64_t dst_stride, bool several_pages,
                              const char* what) const;
   // Resolves every path of `descs` on `group`'s worker (add_peer_group, prepared requests).

@@ -75,7 +75,7 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedPagedWrites::Data& 
   r->geometry = {p.t.page_length, p.t.src_stride, p.t.dst_stride, p.t.src_offset, p.t.dst_offset};
   r->largest_src_page = max_src;
   r->largest_dst_page = max_dst;
-  planner::plan_pages(pages, paged_route(p.t.route, group), num_domains(), workers_[group]->next_start_domain(),
+  planner::plan_pages(pages, paged_route(p.t.route, group), num_domains(), start_domain(p.t.route, group),
                       r->page_runs);
   r->group = p.dst;
   return enqueue(group, std::move(r), scope);
@@ -144,7 +144,7 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedScatter::Data& p, s
   const size_t group = p.src->group;
   RequestPool::Ptr r = take_request(std::move(done), p.src, imm);
   if (!r) return RequestPool::too_many_requests();
-  const uint32_t start = workers_[group]->next_start_domain();
+  const uint32_t start = start_domain(p.route, group);
   const planner::Placement place = placement(p.route, group);
   for (size_t i = 0; i < slices.size(); ++i) {
     const ScatterSlice& s = slices[i];

@@ -62,6 +62,11 @@ Route EngineCore::paged_route(const Route& route, size_t group) const {
   return placement(route, group) == planner::Placement::kFirstDomain ? Route{RoundRobin{1}} : route;
 }
 
+uint32_t EngineCore::start_domain(const Route& route, size_t group) {
+  if (!options_.one_medium_spread && placement(route, group) == planner::Placement::kFirstDomain) return 0;
+  return workers_[group]->next_start_domain();
+}
+
 // --- submission -------------------------------------------------------------------------------
 
 RequestPool::Ptr EngineCore::take_request(Completion&& done, std::shared_ptr<MrEntry> src, std::optional<uint32_t> imm) {
@@ -117,7 +122,7 @@ Result<TransferId> EngineCore::submit_write(WriteRequest&& request, Completion&&
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
   RequestPool::Ptr r = take_request(std::move(done), std::move(src).value(), request.imm);
   if (!r) return RequestPool::too_many_requests();
-  planner::plan_write(request, num_domains(), workers_[group]->next_start_domain(), r->wrs,
+  planner::plan_write(request, num_domains(), start_domain(request.route, group), r->wrs,
                       placement(request.route, group));
   r->targets.push_back(std::move(request.dst));  // not `= {...}`: that copies the descriptor (a reference count up and down)
   return enqueue(group, std::move(r), scope);
@@ -201,7 +206,7 @@ Result<TransferId> EngineCore::submit_paged_writes_of(CallerRequest&& request, C
   r->geometry = {request.page_length, request.src_stride, request.dst_stride, request.src_offset, request.dst_offset};
   r->largest_src_page = max_src;
   r->largest_dst_page = max_dst;
-  planner::plan_pages(pages, paged_route(request.route, group), num_domains(), workers_[group]->next_start_domain(),
+  planner::plan_pages(pages, paged_route(request.route, group), num_domains(), start_domain(request.route, group),
                       r->page_runs);
   r->targets.push_back(std::forward<CallerRequest>(request).dst);
   return enqueue(group, std::move(r), scope);
@@ -254,7 +259,7 @@ Result<TransferId> EngineCore::submit_scatter(const ScatterRequest& request,
   }
   RequestPool::Ptr r = take_request(std::move(done), std::move(src), request.imm);
   if (!r) return RequestPool::too_many_requests();
-  planner::plan_scatter(request, num_domains(), workers_[group]->next_start_domain(), r->wrs,
+  planner::plan_scatter(request, num_domains(), start_domain(request.route, group), r->wrs,
                         placement(request.route, group));
   if (peers) {
     // Group targets name peers by index; map each WR's target to that peer.

@@ -34,6 +34,11 @@ struct EngineOptions {
   HealthCallback on_health_event;
   bool post_on_caller = true;
   bool trust_provider_calls = false;  // post_on_caller even where a call may hang (TransferEngineBuilder)
+  // On groups whose domains share one medium (the ipc backend), default-routed requests all start
+  // on domain 0 (false; measured faster or equal on one H100, docs/gpu.md "One domain carries a
+  // one-medium group's requests") or rotate over the domains (true, as before 2026-12-07).
+  // Environment only: FABRIC_LIB_ONE_MEDIUM_SPREAD=1.
+  bool one_medium_spread = false;
 
   size_t domains_per_group() const { return groups.empty() ? 0 : groups[0].size(); }
 };

@@ -207,6 +207,14 @@ Status apply_environment(Options& o) {
                             std::to_string(loads) + "'");
   }
   o.ipc_loads_per_lane = static_cast<uint32_t>(loads);
+  size_t spread = o.core.one_medium_spread ? 1 : 0;
+  s = count_from_env("FABRIC_LIB_ONE_MEDIUM_SPREAD", "0 or 1 (default-routed requests over a one-medium group's domains)",
+                     &spread);
+  if (!s.ok()) return s;
+  if (spread > 1) {
+    return invalid_argument("FABRIC_LIB_ONE_MEDIUM_SPREAD must be 0 or 1, not '" + std::to_string(spread) + "'");
+  }
+  o.core.one_medium_spread = spread == 1;
   s = count_from_env("FABRIC_LIB_IPC_COPY_STREAMS", "a number of streams per device, 1 to 16", &o.ipc_copy_streams);
   if (!s.ok()) return s;
   if (o.ipc_copy_streams < 1 || o.ipc_copy_streams > 16) {

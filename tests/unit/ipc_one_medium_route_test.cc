@@ -1,13 +1,17 @@
 // Requests on the same-host IPC backend, whose domains share one medium
 // (DomainInfo::one_medium): with the default route a paged write's pages, a single write's shards
-// and each destination of a by-bytes scatter stay on one domain, and consecutive requests rotate
-// over the domains; the shards are still the route's, so the target counts imm_count_of() imms;
-// an explicit shard count is honoured. Checked with the engine's per-domain WR counts, the bytes
-// at the target and its imm counts. Two engines in this process, four domains each, host memory.
+// and each destination of a by-bytes scatter stay on one domain — domain 0 for every request, or
+// with FABRIC_LIB_ONE_MEDIUM_SPREAD=1 consecutive requests rotating over the domains; the shards
+// are still the route's, so the target counts imm_count_of() imms; an explicit shard count is
+// honoured. Checked with the engine's per-domain WR counts,
+// the bytes at the target and its imm counts. Two engines in this process, four domains each,
+// host memory.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "fabric_lib/fabric_lib.h"
@@ -22,9 +26,13 @@ constexpr uint64_t kPage = 4096;
 
 class IpcOneMediumRouteTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { build_engines(); }
+  // `spread`: FABRIC_LIB_ONE_MEDIUM_SPREAD while the engines are built (null: unset).
+  void build_engines(const char* spread = nullptr) {
+    if (spread) setenv("FABRIC_LIB_ONE_MEDIUM_SPREAD", spread, 1);
     auto b = TransferEngineBuilder().provider("ipc").domains_per_group(kDomains);
     Result<std::unique_ptr<TransferEngine>> s = b.build(), r = b.build();
+    unsetenv("FABRIC_LIB_ONE_MEDIUM_SPREAD");
     ASSERT_TRUE(s.ok() && r.ok());
     sender_ = std::move(s).value();
     receiver_ = std::move(r).value();
@@ -127,7 +135,13 @@ void expect_one_domain_each_and_rotation(uint64_t wrs, Run&& run) {
   for (size_t d = 0; d < kDomains; ++d) EXPECT_EQ(total[d], wrs) << "requests rotate: domain " << d;
 }
 
-TEST_F(IpcOneMediumRouteTest, ADefaultRoutedPagedWriteStaysOnOneDomainAndRequestsRotate) {
+// With FABRIC_LIB_ONE_MEDIUM_SPREAD=1 (the placement before 2026-12-07): requests rotate.
+class IpcOneMediumSpreadTest : public IpcOneMediumRouteTest {
+ protected:
+  void SetUp() override { build_engines("1"); }
+};
+
+TEST_F(IpcOneMediumSpreadTest, ADefaultRoutedPagedWriteStaysOnOneDomainAndRequestsRotate) {
   expect_one_domain_each_and_rotation(kPages, [&](uint32_t k) { return posted_by(k, RoundRobin{}); });
 }
 
@@ -138,7 +152,7 @@ TEST_F(IpcOneMediumRouteTest, AnExplicitShardCountIsHonoured) {
 
 // The shard layout, and so the imm count the target expects, is the route's: 4 WRs (one per
 // shard); they are posted by one domain, and consecutive writes rotate.
-TEST_F(IpcOneMediumRouteTest, ADefaultRoutedSingleWriteKeepsItsShardsOnOneDomainAndItsImmCount) {
+TEST_F(IpcOneMediumSpreadTest, ADefaultRoutedSingleWriteKeepsItsShardsOnOneDomainAndItsImmCount) {
   ASSERT_EQ(imm_count_of_write(kWriteBytes, RoundRobin{}, kDomains), kDomains) << "the write must have a shard per domain";
   expect_one_domain_each_and_rotation(kDomains, [&](uint32_t k) { return single_write_posted_by(k, RoundRobin{}); });
 }
@@ -173,6 +187,40 @@ TEST_F(IpcOneMediumRouteTest, AByBytesScatterKeepsEachDestinationsShardsOnOneDom
   EXPECT_EQ(used, (std::vector<uint64_t>{kDomains, kDomains})) << "each destination's shards on one domain of its own";
   for (uint64_t t = 0; t < 2; ++t) {
     EXPECT_EQ(std::memcmp(dst_.data() + (2 + t) * kWriteBytes, src_.data() + t * kWriteBytes, kWriteBytes), 0) << "target " << t;
+  }
+}
+
+// By default every default-routed request, paged or single, goes from domain 0 (all of its
+// WRs), with the same WR and imm counts; an explicit shard count still splits. (The fixture
+// builds without the variable; FABRIC_LIB_ONE_MEDIUM_SPREAD=0 says the same explicitly.)
+TEST_F(IpcOneMediumRouteTest, DefaultRoutedRequestsAllGoFromDomainZero) {
+  for (uint32_t k = 0; k < kDomains; ++k) {
+    EXPECT_EQ(posted_by(k, RoundRobin{}), (std::vector<uint64_t>{kPages, 0, 0, 0})) << "paged request " << k;
+    EXPECT_EQ(single_write_posted_by(k, RoundRobin{}), (std::vector<uint64_t>{kDomains, 0, 0, 0})) << "write " << k;
+  }
+  const std::vector<uint64_t> split = posted_by(0, RoundRobin{kDomains});
+  for (size_t d = 0; d < kDomains; ++d) EXPECT_EQ(split[d], kPages / kDomains) << "domain " << d;
+}
+
+class IpcOneMediumNoSpreadTest : public IpcOneMediumRouteTest {
+ protected:
+  void SetUp() override { build_engines("0"); }
+};
+
+TEST_F(IpcOneMediumNoSpreadTest, ZeroKeepsEveryRequestOnDomainZero) {
+  for (uint32_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(posted_by(k, RoundRobin{}), (std::vector<uint64_t>{kPages, 0, 0, 0})) << "paged request " << k;
+  }
+}
+
+TEST(IpcOneMediumSpreadSetting, AValueOtherThanZeroOrOneIsRefused) {
+  for (const char* bad : {"2", "yes", "-1"}) {
+    setenv("FABRIC_LIB_ONE_MEDIUM_SPREAD", bad, 1);
+    Result<std::unique_ptr<TransferEngine>> e = TransferEngineBuilder().provider("ipc").build();
+    unsetenv("FABRIC_LIB_ONE_MEDIUM_SPREAD");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_EQ(e.status().code(), ErrorCode::kInvalidArgument) << bad;
+    EXPECT_NE(e.status().message().find("FABRIC_LIB_ONE_MEDIUM_SPREAD"), std::string::npos) << e.status().message();
   }
 }
 
