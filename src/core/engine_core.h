@@ -121,17 +121,20 @@ class EngineCore {
                                                   const char* what) const;
   Status check_remote(const MrDesc& desc, uint64_t offset, uint64_t length, size_t group) const;
   Status check_route(const Route& route) const;
-  // Where a contiguous write's shards go: on domains that share one medium
-  // (DomainInfo::one_medium) the default RoundRobin puts them all on one domain (same shards, same
-  // imm count; one op there instead of one per domain) — domain 0 unless
-  // options_.one_medium_spread rotates it (start_domain). Any other route rotates them.
-  planner::Placement placement(const Route& route, size_t group) const;
-  // The route a paged write's pages are planned with: where placement() keeps shards on one
+  // Where a request planned with `route` goes: how a contiguous write's shards are placed, and
+  // the domain its first shard (page run, scatter target) starts on. On domains that share one
+  // medium (DomainInfo::one_medium) the default RoundRobin keeps each write's shards on one
+  // domain (same shards, same imm count; one op there instead of one per domain), and that domain
+  // is domain 0 for every request unless options_.one_medium_spread rotates it. Any other route
+  // rotates the shards, from the group's rotating start domain.
+  struct RequestPlacement {
+    planner::Placement placement;
+    uint32_t start;
+  };
+  RequestPlacement place(const Route& route, size_t group);
+  // The route a paged write's pages are planned with: where `placement` keeps shards on one
   // domain, RoundRobin{1} (a paged write's imm count does not depend on the route).
-  Route paged_route(const Route& route, size_t group) const;
-  // The first domain of a request planned with `route`: the group's rotating one, or domain 0
-  // where placement() keeps a request on one domain and options_.one_medium_spread is off.
-  uint32_t start_domain(const Route& route, size_t group);
+  static Route paged_route(const Route& route, planner::Placement placement);
   Status check_page_geometry(uint64_t page_length, uint64_t src_stride, uint64_t dst_stride, bool several_pages,
                              const char* what) const;
   // Resolves every path of `descs` on `group`'s worker (add_peer_group, prepared requests).

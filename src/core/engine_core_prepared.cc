@@ -75,8 +75,8 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedPagedWrites::Data& 
   r->geometry = {p.t.page_length, p.t.src_stride, p.t.dst_stride, p.t.src_offset, p.t.dst_offset};
   r->largest_src_page = max_src;
   r->largest_dst_page = max_dst;
-  planner::plan_pages(pages, paged_route(p.t.route, group), num_domains(), start_domain(p.t.route, group),
-                      r->page_runs);
+  const RequestPlacement where = place(p.t.route, group);
+  planner::plan_pages(pages, paged_route(p.t.route, where.placement), num_domains(), where.start, r->page_runs);
   r->group = p.dst;
   return enqueue(group, std::move(r), scope);
 }
@@ -144,14 +144,13 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedScatter::Data& p, s
   const size_t group = p.src->group;
   RequestPool::Ptr r = take_request(std::move(done), p.src, imm);
   if (!r) return RequestPool::too_many_requests();
-  const uint32_t start = start_domain(p.route, group);
-  const planner::Placement place = placement(p.route, group);
+  const RequestPlacement where = place(p.route, group);
   for (size_t i = 0; i < slices.size(); ++i) {
     const ScatterSlice& s = slices[i];
     if (s.length == 0 && !imm) continue;  // nothing to write and no imm to deliver
     const PreparedScatterTarget& t = p.targets[i];
     planner::plan_scatter_piece({static_cast<uint32_t>(i), s.length, t.src_offset + s.offset_in_src, t.dst_offset + s.offset_in_dst},
-                                p.sharding, p.route, num_domains(), start, r->wrs, place);
+                                p.sharding, p.route, num_domains(), where.start, r->wrs, where.placement);
   }
   for (planner::WrPlan& w : r->wrs) w.target = p.targets[w.target].peer;  // WRs name the group's peers
   r->group = p.peers;

@@ -52,19 +52,16 @@ Status EngineCore::check_route(const Route& route) const {
   return ok_status();
 }
 
-planner::Placement EngineCore::placement(const Route& route, size_t group) const {
+EngineCore::RequestPlacement EngineCore::place(const Route& route, size_t group) {
   const RoundRobin* rr = std::get_if<RoundRobin>(&route);
-  const bool one_domain = rr && rr->max_shards == 0 && workers_[group]->infos()[0].one_medium;
-  return one_domain ? planner::Placement::kFirstDomain : planner::Placement::kRotate;
+  if (rr && rr->max_shards == 0 && workers_[group]->infos()[0].one_medium) {
+    return {planner::Placement::kFirstDomain, options_.one_medium_spread ? workers_[group]->next_start_domain() : 0};
+  }
+  return {planner::Placement::kRotate, workers_[group]->next_start_domain()};
 }
 
-Route EngineCore::paged_route(const Route& route, size_t group) const {
-  return placement(route, group) == planner::Placement::kFirstDomain ? Route{RoundRobin{1}} : route;
-}
-
-uint32_t EngineCore::start_domain(const Route& route, size_t group) {
-  if (!options_.one_medium_spread && placement(route, group) == planner::Placement::kFirstDomain) return 0;
-  return workers_[group]->next_start_domain();
+Route EngineCore::paged_route(const Route& route, planner::Placement placement) {
+  return placement == planner::Placement::kFirstDomain ? Route{RoundRobin{1}} : route;
 }
 
 // --- submission -------------------------------------------------------------------------------
@@ -122,8 +119,8 @@ Result<TransferId> EngineCore::submit_write(WriteRequest&& request, Completion&&
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
   RequestPool::Ptr r = take_request(std::move(done), std::move(src).value(), request.imm);
   if (!r) return RequestPool::too_many_requests();
-  planner::plan_write(request, num_domains(), start_domain(request.route, group), r->wrs,
-                      placement(request.route, group));
+  const RequestPlacement where = place(request.route, group);
+  planner::plan_write(request, num_domains(), where.start, r->wrs, where.placement);
   r->targets.push_back(std::move(request.dst));  // not `= {...}`: that copies the descriptor (a reference count up and down)
   return enqueue(group, std::move(r), scope);
 }
@@ -206,8 +203,8 @@ Result<TransferId> EngineCore::submit_paged_writes_of(CallerRequest&& request, C
   r->geometry = {request.page_length, request.src_stride, request.dst_stride, request.src_offset, request.dst_offset};
   r->largest_src_page = max_src;
   r->largest_dst_page = max_dst;
-  planner::plan_pages(pages, paged_route(request.route, group), num_domains(), start_domain(request.route, group),
-                      r->page_runs);
+  const RequestPlacement where = place(request.route, group);
+  planner::plan_pages(pages, paged_route(request.route, where.placement), num_domains(), where.start, r->page_runs);
   r->targets.push_back(std::forward<CallerRequest>(request).dst);
   return enqueue(group, std::move(r), scope);
 }
@@ -259,8 +256,8 @@ Result<TransferId> EngineCore::submit_scatter(const ScatterRequest& request,
   }
   RequestPool::Ptr r = take_request(std::move(done), std::move(src), request.imm);
   if (!r) return RequestPool::too_many_requests();
-  planner::plan_scatter(request, num_domains(), start_domain(request.route, group), r->wrs,
-                        placement(request.route, group));
+  const RequestPlacement where = place(request.route, group);
+  planner::plan_scatter(request, num_domains(), where.start, r->wrs, where.placement);
   if (peers) {
     // Group targets name peers by index; map each WR's target to that peer.
     for (planner::WrPlan& w : r->wrs) w.target = request.targets[w.target].peer;
