@@ -1,5 +1,7 @@
 // TransferEngine::progress(): a thread that polls the domains itself sees completions without the
 // worker's hop — and each request still completes exactly once, whoever reaped it.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -13,6 +15,14 @@ using CallerProgressTest = EngineTest;
 
 constexpr size_t kWrites = 400;
 constexpr uint64_t kBytes = 256;
+
+// How often the calling thread has lost its core to another thread so far (involuntary context
+// switches, getrusage(RUSAGE_THREAD)).
+size_t times_preempted() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return static_cast<size_t>(usage.ru_nivcsw);
+}
 
 // Drains `queue` into `seen` (one count per tag); returns how many it took.
 size_t drain(CompletionQueue& queue, std::vector<uint32_t>& seen, size_t& errors) {
@@ -91,6 +101,7 @@ TEST_P(CallerProgressTest, TheWorkerLeavesReapingToASpinningCaller) {
     SourceBuffer src(engine, kWrites * kBytes, 93);
     StopEngineFirst stop_first(&engine);
     size_t handled = 0;
+    const size_t preempted_before = times_preempted();
     for (size_t i = 0; i < kWrites; ++i) {
       ASSERT_TRUE(engine.submit_write({src.reg.handle, i * kBytes, agent.desc(), i * kBytes, kBytes, 15},
                                       Completion::counter(done)).ok());
@@ -98,14 +109,21 @@ TEST_P(CallerProgressTest, TheWorkerLeavesReapingToASpinningCaller) {
       while (done.finished() < i + 1 && std::chrono::steady_clock::now() < deadline) handled += engine.progress();
       ASSERT_EQ(done.finished(), i + 1) << "write " << i << " did not complete";
     }
+    const size_t preempted = times_preempted() - preempted_before;
     EXPECT_EQ(done.errors.load(), 0u);
-    // Every completion but a few (the first write's, before the worker saw the caller polling;
-    // one a descheduled caller left past the stand-by window): a worker polling beside the
-    // caller reaped 63-397 of the 400 under kSpin (tcp, ipc, udp;ofi_rxd x4).
+    // Every completion but a few: the first write's (before the worker saw the caller polling),
+    // 2 % besides, and one for each time the caller lost its core past the stand-by window (one
+    // write is in flight at a time), up to 50. A worker polling beside the caller reaped 63-397
+    // of the 400 under kSpin (tcp, ipc, udp;ofi_rxd x4), with no preemption needed — more than
+    // the 59 this allows at most. (With three spinning processes on 2 cores the caller was
+    // preempted 8-506 times a run and the worker reaped 0-29; a CI run with more test processes
+    // than cores saw 41, which failed the flat 10 % bound used before.)
     if (shm) {
       EXPECT_EQ(handled, 0u) << "progress() made a provider call of shm on the caller's thread";
     } else {
-      EXPECT_GE(handled, kWrites * 9 / 10) << "the worker reaped what the caller's progress() was there for";
+      const size_t allowed = 1 + kWrites / 50 + std::min<size_t>(preempted, 50);
+      EXPECT_GE(handled + allowed, kWrites) << "the worker reaped what the caller's progress() was there for ("
+                                            << preempted << " preemptions of the caller)";
     }
     EXPECT_LE(handled, 2 * kWrites) << "more events than the writes could have made";
     EXPECT_EQ(agent.expect_exactly(15, kWrites), "ok");
