@@ -90,7 +90,7 @@ TransferId EngineCore::enqueue(size_t group, RequestPool::Ptr request, const Sub
   } else if (options_.default_timeout.count() > 0) {
     request->deadline_ns = monotonic_ns() + options_.default_timeout.count();
   }
-  if (request->grouped_by_domain()) group_by_domain(*request, num_domains());
+  if (request->needs_grouping()) group_by_domain(*request, num_domains());
   scope.count_submitted();
   workers_[group]->submit(request.release());
   return id;

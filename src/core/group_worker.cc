@@ -271,8 +271,8 @@ void GroupWorker::accept(Request* r, int64_t now) {
         const uint32_t end = r->domain_begin[d + 1];
         if (begin < end) domains_[d].streams.push_back({r, begin, end});
       }
-    } else {  // one WR, not grouped: its one domain is its WR's
-      domains_[r->wrs[0].domain].streams.push_back({r, 0, 1});
+    } else {  // not grouped: every WR on the first one's domain (one WR, most often)
+      domains_[r->wrs[0].domain].streams.push_back({r, 0, static_cast<uint32_t>(r->wrs.size())});
     }
     maybe_finish(r);  // a request with no WRs (validation prevents it; be safe)
   }

@@ -46,7 +46,7 @@ struct Request {
   uint32_t imm = 0;
   std::vector<planner::WrPlan> wrs;             // sorted by domain
   // wrs of domain d: [domain_begin[d], domain_begin[d+1]) when grouped_by_domain(); otherwise
-  // unused (left empty): one WR, on wrs[0].domain (most single writes skip grouping).
+  // empty: every WR on wrs[0].domain (most single writes skip grouping).
   std::vector<uint32_t> domain_begin;
   // A paged write keeps its page list instead of a WrPlan per page: WR i is page i (plan_at),
   // and each PageRun [begin, end) of the list goes on its domain (at most one run per domain).
@@ -89,9 +89,21 @@ struct Request {
             geometry.dst_offset + uint64_t{dst_pages[i]} * geometry.dst_stride, geometry.page_length};
   }
   uint32_t target_at(uint32_t i) const { return paged ? 0 : wrs[i].target; }
-  // Whether its WRs go out by domain_begin (EngineCore::enqueue groups them, the worker's accept
-  // reads the groups): a write of other than one WR and no page list. The one place that decides.
-  bool grouped_by_domain() const { return kind == RequestKind::kWrite && !paged && wrs.size() != 1; }
+  // Whether EngineCore::enqueue must group its WRs by domain (group_by_domain): a write without
+  // a page list whose WRs lie on more than one domain (or that has none). A write whose WRs share
+  // one domain — one WR, a pinned write, the shards of a write on a one-medium group — goes as one
+  // stream on wrs[0].domain, ungrouped. The one place that decides.
+  bool needs_grouping() const {
+    if (kind != RequestKind::kWrite || paged || wrs.size() == 1) return false;
+    if (wrs.empty()) return true;
+    for (size_t i = 1; i < wrs.size(); ++i) {
+      if (wrs[i].domain != wrs[0].domain) return true;
+    }
+    return false;
+  }
+  // Whether its WRs go out by domain_begin (the worker's accept reads the groups), or all as one
+  // stream on wrs[0].domain (a write, ungrouped) or by page_runs (a paged write).
+  bool grouped_by_domain() const { return !domain_begin.empty(); }
   // How many WRs it has.
   uint32_t num_wrs() const { return static_cast<uint32_t>(paged ? src_pages.size() : wrs.size()); }
   const MrDesc& target_desc(uint32_t t) const;

@@ -10,13 +10,15 @@ uint64_t div_up(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 }  // namespace
 
 // length > 0. At most length / kMinShardBytes shards (so each but the last has at least
-// kMinShardBytes), of one aligned size; computed in 128 bits so lengths near 2^64 cannot wrap.
+// kMinShardBytes), of one aligned size. A size within kShardAlignBytes of 2^64 would wrap when
+// rounded up: it is one shard of `length` then, as its rounded size (2^64) would be.
 ShardLayout shard_layout(uint64_t length, const Route& route, size_t domains) {
+  static_assert((kShardAlignBytes & (kShardAlignBytes - 1)) == 0, "rounded up with a mask");
   uint64_t shards = std::min<uint64_t>(shard_limit(route, domains), length / kMinShardBytes);
   shards = std::max<uint64_t>(shards, 1);
-  const unsigned __int128 per = div_up(length, shards);
-  const unsigned __int128 aligned = (per + kShardAlignBytes - 1) / kShardAlignBytes * kShardAlignBytes;
-  const uint64_t shard_bytes = aligned >= length ? length : static_cast<uint64_t>(aligned);
+  const uint64_t per = div_up(length, shards);
+  const uint64_t aligned = per > UINT64_MAX - (kShardAlignBytes - 1) ? length : (per + kShardAlignBytes - 1) & ~(kShardAlignBytes - 1);
+  const uint64_t shard_bytes = aligned >= length ? length : aligned;
   return {div_up(length, shard_bytes), shard_bytes};
 }
 

@@ -124,15 +124,27 @@ size_t for_each_contiguous_piece(uint64_t length, const Route& route, size_t dom
     return 1;
   }
   const ShardLayout l = shard_layout(length, route, domains);
+  // Shard s goes on domain_of(s): s < shards <= shard_limit(), so that is (start + s) % domains,
+  // one step from the shard before (more than one shard means a RoundRobin route, domains > 0).
+  uint32_t domain = domain_of(0, route, domains, start);
+  const bool rotate = placement == Placement::kRotate && l.shards > 1;
+  if (l.shard_bytes <= kMaxWrBytes) {  // one WR a shard (any write under domains x kMaxWrBytes)
+    uint64_t begin = 0;
+    for (uint64_t s = 1; s < l.shards; ++s, begin += l.shard_bytes) {
+      emit(WritePiece{begin, l.shard_bytes, domain});
+      if (rotate && ++domain == domains) domain = 0;
+    }
+    emit(WritePiece{begin, length - begin, domain});
+    return l.shards;
+  }
   size_t n = 0;
-  for (uint64_t s = 0; s < l.shards; ++s) {
-    const uint64_t begin = s * l.shard_bytes;
-    const uint64_t end = begin + l.shard_bytes < length ? begin + l.shard_bytes : length;
-    const uint32_t domain = domain_of(placement == Placement::kRotate ? s : 0, route, domains, start);
+  for (uint64_t s = 0, begin = 0; s < l.shards; ++s, begin += l.shard_bytes) {
+    const uint64_t end = l.shard_bytes < length - begin ? begin + l.shard_bytes : length;
     for (uint64_t off = begin; off < end; off += kMaxWrBytes) {
       emit(WritePiece{off, end - off < kMaxWrBytes ? end - off : kMaxWrBytes, domain});
       ++n;
     }
+    if (rotate && ++domain == domains) domain = 0;
   }
   return n;
 }

@@ -14,7 +14,10 @@
 // shape: requests scaled so the point posts as many WRs as the 64-page one) and 64-target scatters (with
 // descriptors — to one peer, and to 8 peers in turn — and through a PeerGroup of one and of 8
 // peers), and MET/MISSED
-// against the hot-path issue's target (engine work per WR <= 100 ns).
+// against the hot-path issue's target (engine work per WR <= 100 ns). Two more points run on a
+// second engine of 4 one-medium domains (InstantDomain's ipc-like mode: a run of WRs completes as
+// one event): a 256 KiB single write as its route's 4 shards on domain 0 (the default on one
+// medium) and the same write pinned to domain 0 (one WR) — what the 4 shards cost per request.
 //
 // Usage: engine-overhead-bench [--provider shm|tcp] [--requests N] [--window W] [--metrics false] [--quick]
 #include <algorithm>
@@ -186,6 +189,28 @@ int run(const Options& o) {
   grouped_to_peers.group = &*peer_group;
   for (size_t i = 0; i < kPages; ++i) grouped_to_peers.targets[i].peer = static_cast<uint32_t>(i % kPeers);
   const WriteRequest single{s->handle, 0, d->desc, 0, kPage, 7};
+  // The one-medium engine: 4 domains, each an InstantDomain that says one_medium.
+  TransferEngineBuilder medium_builder;
+  medium_builder.provider(o.provider).domains_per_group(4).metrics(o.metrics);
+  BuilderAccess::set_domain_decorator(medium_builder, [](std::unique_ptr<transport::Domain> inner) {
+    return std::make_unique<InstantDomain>(std::move(inner), /*one_medium=*/true);
+  });
+  Result<std::unique_ptr<TransferEngine>> medium = medium_builder.build();
+  if (!medium.ok()) {
+    std::fprintf(stderr, "engine-overhead-bench: one-medium engine: %s\n", medium.status().to_string().c_str());
+    return 1;
+  }
+  constexpr uint64_t kShardedBytes = 256 * 1024;
+  Result<MrRegistration> ms = (*medium)->register_memory(src.data(), kShardedBytes, Access::kLocalOnly);
+  Result<MrRegistration> md = (*medium)->register_memory(dst.data(), kShardedBytes, Access::kRemoteWrite);
+  if (!ms.ok() || !md.ok()) {
+    std::fprintf(stderr, "engine-overhead-bench: one-medium register_memory: %s\n", (ms.ok() ? md.status() : ms.status()).to_string().c_str());
+    return 1;
+  }
+  const WriteRequest sharded{ms->handle, 0, md->desc, 0, kShardedBytes, 7};
+  WriteRequest pinned = sharded;
+  pinned.route = Pinned{0};
+  const uint64_t shards = imm_count_of(sharded, 4);
 
   std::vector<Point> points = {{"single 4 KiB", 1},
                                {"paged 64 x 4 KiB", kPages},
@@ -193,7 +218,9 @@ int run(const Options& o) {
                                {"scatter 64 x 4 KiB", kPages},
                                {"scatter 64 x 4 KiB to 8 peers", kPages},
                                {"group scatter 64 x 4 KiB", kPages},
-                               {"group scatter 64 x 4 KiB to 8 peers", kPages}};
+                               {"group scatter 64 x 4 KiB to 8 peers", kPages},
+                               {"one medium: 256 KiB as 4 shards", shards},
+                               {"one medium: 256 KiB pinned", 1}};
   // A name given whole selects that point alone ("scatter 64 x 4 KiB" is also part of two others).
   const bool exact = std::any_of(points.begin(), points.end(), [&](const Point& p) { return o.only == p.name; });
   std::erase_if(points, [&](const Point& p) {
@@ -208,7 +235,11 @@ int run(const Options& o) {
     // The 4096-page point posts as many WRs as the 64-page ones: 1/64 of the requests.
     Options po = o;
     if (p.wrs_per_request > kPages) po.requests = std::max<uint64_t>(1, o.requests * kPages / p.wrs_per_request);
-    Result<double> ns = std::string(p.name).starts_with("single")
+    Result<double> ns = std::string(p.name).ends_with("shards")
+                            ? engine_ns_per_wr(**medium, o, shards, [&](Completion c) { return (*medium)->submit_write(sharded, c); })
+                        : std::string(p.name).ends_with("pinned")
+                            ? engine_ns_per_wr(**medium, o, 1, [&](Completion c) { return (*medium)->submit_write(pinned, c); })
+                        : std::string(p.name).starts_with("single")
                             ? engine_ns_per_wr(engine, o, 1, [&](Completion c) { return engine.submit_write(single, c); })
                         : std::string(p.name) == "paged 4096 x 4 KiB"
                             ? engine_ns_per_wr(engine, po, kLayerPages, [&](Completion c) { return engine.submit_paged_writes(layer, c); })
@@ -238,6 +269,13 @@ int run(const Options& o) {
   for (const Point& p : points) {
     std::printf("%-32s %14.1f %16.1f %18.1f\n", p.name, p.engine_ns_per_wr, p.baseline_ns_per_wr,
                 p.engine_ns_per_wr - p.baseline_ns_per_wr);
+  }
+  // Per request, the two one-medium points side by side (engine time, baseline included).
+  const auto at = [&](const char* name) { return std::find_if(points.begin(), points.end(), [&](const Point& p) { return std::string(p.name) == name; }); };
+  if (auto a = at("one medium: 256 KiB as 4 shards"), b = at("one medium: 256 KiB pinned"); a != points.end() && b != points.end()) {
+    const double sharded_ns = a->engine_ns_per_wr * static_cast<double>(shards);
+    std::printf("one medium, per request: 4 shards %.1f ns, pinned (1 WR) %.1f ns: the shards cost %.1f ns a request\n", sharded_ns,
+                b->engine_ns_per_wr, sharded_ns - b->engine_ns_per_wr);
   }
   std::printf("\nTargets (engine work per WR = engine - baseline, measured in this run):\n");
   for (const Point& p : points) {

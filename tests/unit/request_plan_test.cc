@@ -406,6 +406,41 @@ TEST(RequestGrouping, OneWrOnARecycledRequest) {
   }
 }
 
+// needs_grouping(): only a write whose WRs lie on more than one domain (or that has none) is
+// grouped; one WR, a pinned write and a one-medium group's shards (all on one domain) go as one
+// stream on wrs[0].domain, and so do paged writes and sends (they have their own streams).
+TEST(RequestGrouping, OnlyWritesOverSeveralDomainsAreGrouped) {
+  detail::Request req;
+  EXPECT_TRUE(req.needs_grouping()) << "no WRs: grouped, as before (no stream at all)";
+  req.wrs.push_back({2, 0, 0, 0, 1});
+  EXPECT_FALSE(req.needs_grouping()) << "one WR";
+  for (uint32_t i = 1; i < 4; ++i) req.wrs.push_back({2, 0, i, 0, 1});
+  EXPECT_FALSE(req.needs_grouping()) << "four WRs on domain 2";
+  req.wrs.back().domain = 3;
+  EXPECT_TRUE(req.needs_grouping()) << "the last WR on another domain";
+  req.wrs.back().domain = 2;
+  req.wrs.front().domain = 0;
+  EXPECT_TRUE(req.needs_grouping()) << "the first WR on another domain";
+  req.paged = true;
+  EXPECT_FALSE(req.needs_grouping()) << "a paged write goes by its page runs";
+  req.paged = false;
+  req.kind = detail::RequestKind::kSend;
+  EXPECT_FALSE(req.needs_grouping()) << "a send";
+  // The planner's one-medium placement: a 1 MiB write as 4 shards, all on the start domain.
+  req.kind = detail::RequestKind::kWrite;
+  req.wrs.clear();
+  planner::plan_write(WriteRequest{{}, 0, {}, 0, MiB}, 4, 1, req.wrs, planner::Placement::kFirstDomain);
+  ASSERT_EQ(req.wrs.size(), 4u);
+  EXPECT_FALSE(req.needs_grouping());
+  req.wrs.clear();
+  planner::plan_write(WriteRequest{{}, 0, {}, 0, MiB}, 4, 1, req.wrs, planner::Placement::kRotate);
+  EXPECT_TRUE(req.needs_grouping());
+  detail::group_by_domain(req, 4);
+  EXPECT_TRUE(req.grouped_by_domain());
+  req.reset();
+  EXPECT_FALSE(req.grouped_by_domain()) << "reset() forgets the groups";
+}
+
 // group_by_domain() on a real plan (a kByBytes scatter over 4 domains) keeps every WR.
 TEST(RequestGrouping, GroupsAScatterPlan) {
   ScatterRequest sreq;
