@@ -5,6 +5,9 @@
 # then alternates them: engine-overhead-bench twice each (pinned to two CPUs), and fabric-bench's
 # modes (default: submit,imm; single and paged print their engine/raw ratios) on tcp and shm, 1
 # and 4 domains, spinning and adaptive, three rounds — so drift of the machine hits both trees alike.
+# The order flips from round to round (old first in odd rounds, new first in even ones): on one
+# H100 on 2026-12-07 the run in a fixed position read lower in every round, raw baselines too
+# (docs/gpu.md, "The landed tree's steps, and a write's four shards ...").
 #   git archive --format=tar.gz -o .deb/trees/old.tar.gz <commit>
 #   device tool, carry [".deb"]:   bash scripts/device-ab.sh > $OUT/ab.txt
 # Environment: FABRIC_LIB_AB_OLD (default .deb/trees/old.tar.gz), FABRIC_LIB_AB_MODES (submit,imm),
@@ -46,7 +49,8 @@ if [ -n "${FABRIC_LIB_AB_NEW_TESTS:-}" ]; then
   (cd /tmp/fabric-lib-ab-b-new && eval "$FABRIC_LIB_AB_NEW_TESTS")
   echo "new-tree tests: rc $?"
 fi
-for r in 1 2; do for v in old new; do
+order() { [ $(($1 % 2)) -eq 1 ] && echo old new || echo new old; }  # round -> the trees in turn
+for r in 1 2; do for v in $(order "$r"); do
   echo "== engine-overhead-bench $v r$r (CPUs 2,3)"
   taskset -c 2,3 /tmp/fabric-lib-ab-b-$v/tests/bench/engine-overhead-bench 2>&1 | grep -E "engine work per WR"
 done; done
@@ -54,7 +58,7 @@ for provider in ${FABRIC_LIB_AB_PROVIDERS:-tcp shm}; do for domains in ${FABRIC_
 for policy in ${FABRIC_LIB_AB_POLICIES:-spin adaptive}; do
   args=("${extra_args[@]}")
   [ "$policy" = spin ] && args+=(--spin --target-spin)
-  for r in $(seq "$rounds"); do for v in old new; do
+  for r in $(seq "$rounds"); do for v in $(order "$r"); do
     echo -n "$v $provider x$domains $policy r$r: "
     timeout 60 /tmp/fabric-lib-ab-b-$v/tools/fabric-bench --local --provider $provider --domains $domains --mode "$modes" \
       --latency-iterations 1000 --quiet "${args[@]}" 2>&1 | grep -E "^(submit|imm|scatter|single|paged)" |

@@ -24,6 +24,9 @@
 #           contiguous copy_ of 4096 scattered pages (scripts/device-ipc-gather.sh), alone.
 #   ipclauncher (not by default; part of ipc) the copy engine's launcher thread A/B
 #           (scripts/device-ipc-launcher.sh), alone.
+#   ipcplace (not by default) where a four-domain group's ipc writes go: x1, x4 (the default
+#           route), x4 pinned to domain 0 and x4 rotating (FABRIC_LIB_ONE_MEDIUM_SPREAD=1), in
+#           rounds whose order rotates (scripts/device-ipc-placement.sh; about 5 minutes), alone.
 #   ipcprofile (not by default) where a paged write's time goes on this machine's CPU: the
 #           engine's and the ipc domain's work per WR, the page-copy kernel alone against
 #           contiguous copies (page-copy-kernel-bench), and a sampling profile of fabric-bench's
@@ -123,7 +126,7 @@ pybind11_dir=$(fabric_lib_pybind11_dir "$py")  # the carried pybind11-dev (devic
       $(want device || want bench || want ipc || want ipctests || want ipcshape && echo device_tests) \
       $(want ipcprofile && echo engine-overhead-bench ipc-domain-bench page-copy-kernel-bench fabric-bench) \
       $(want python || want ipc || want ipctests || want ipcgather || want ipcprofile || want moe || want kv || want weights && echo fabric_device_kernels _fabric_lib) \
-      $( (want ipc || want ipclauncher || want ipcshape || want hostbench) && echo fabric-bench) \
+      $( (want ipc || want ipclauncher || want ipcshape || want ipcplace || want hostbench) && echo fabric-bench) \
       $(want kv && echo _kv fabric-kv-bench kv_unit_tests kv_integration_tests) \
       $(want moe && echo moe_device_tests moe_device_rank moe_memory _moe) \
       $(want weights && echo _fabric_lib_weights weights_fp8_device_check weights_integration_tests fabric-weights-bench)
@@ -216,6 +219,11 @@ fi
 if want ipclauncher && ! want ipc; then
   # shellcheck source=device-ipc-launcher.sh
   source "$root/scripts/device-ipc-launcher.sh"
+fi
+
+if want ipcplace; then
+  # shellcheck source=device-ipc-placement.sh
+  source "$root/scripts/device-ipc-placement.sh"
 fi
 
 if want ipcprofile; then
