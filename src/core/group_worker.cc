@@ -256,8 +256,10 @@ void GroupWorker::accept(Request* r, int64_t now) {
     if (r->group) {
       r->target_peers = r->group->peers;
     } else {
-      r->target_peers.resize(r->targets.size());
-      for (size_t t = 0; t < r->targets.size(); ++t) r->target_peers[t] = &peer_for(r->targets[t]);
+      // push_back into the recycled request's capacity stays inline; resize() from empty called
+      // out of line on every submit.
+      r->target_peers.clear();
+      for (const MrDesc& t : r->targets) r->target_peers.push_back(&peer_for(t));
     }
     for (PeerEntry* p : r->target_peers) maybe_retry_peer(*p, now);
     r->unposted = r->num_wrs();
