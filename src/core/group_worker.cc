@@ -348,7 +348,15 @@ void GroupWorker::on_wr_done(WrRecord* record, transport::Event& ev) {
     // so it is finished once, here.
     if (path_error && path.up) {
       ++r->inflight;
-      path_failed(peer, e, ev.status);
+      // On one medium (DomainInfo::one_medium: the ipc backend, where every path reaches the
+      // same peer process) a connection-level error is the peer's, not one path's: all of its
+      // paths go down at once. Otherwise a one-medium group, whose default-routed requests all
+      // go through domain 0, left the peer Degraded with paths 1..N-1 "up" until traffic tried them.
+      if (infos_[0].one_medium) {
+        peer_unreachable(peer, ev.status);
+      } else {
+        path_failed(peer, e, ev.status);
+      }
       --r->inflight;
     }
   }

@@ -71,7 +71,9 @@ void GroupWorker::path_failed(PeerEntry& peer, size_t d, const Status& why) {
   path.up = false;
   metrics_.events().path_failures.add();
   if (peer.metrics) peer.metrics->path_failures.add();
-  const bool last = peer.paths_up() == 0;
+  // The peer's last path — or one that peer_unreachable() takes down with a peer it already
+  // marked (its WRs fail as the peer's, and the peer is not downgraded to Degraded meanwhile).
+  const bool last = peer.paths_up() == 0 || peer.health == PeerHealth::kUnreachable;
   const Status failure(last ? ErrorCode::kPeerUnreachable : ErrorCode::kDomainDown,
                        "domain " + std::to_string(d) + " to this peer failed: " + why.message());
   FL_LOG_WARN("group {}: {}", config_.group, failure.message());

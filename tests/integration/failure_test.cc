@@ -28,6 +28,16 @@ std::vector<ProviderConfig> needing_target_cpu() {
   }
   return m;
 }
+
+// Groups of several domains on one medium (ipc: every path reaches the same peer process).
+std::vector<ProviderConfig> one_medium_groups() {
+  std::vector<ProviderConfig> m;
+  for (const ProviderConfig& c : provider_matrix()) {
+    if (c.provider == "ipc" && c.domains > 1) m.push_back(c);
+  }
+  return m;
+}
+
 std::vector<ProviderConfig> bypassing_target_cpu() {
   std::vector<ProviderConfig> m;
   for (const ProviderConfig& c : provider_matrix()) {
@@ -49,6 +59,7 @@ bool eventually(const std::function<bool()>& done, std::chrono::milliseconds tim
 
 using PausedTargetTest = EngineTest;
 using PausedIpcTargetTest = EngineTest;
+using OneMediumFailureTest = EngineTest;
 
 // A request still waiting at its deadline (the target is paused) completes with
 // DeadlineExceeded; its late completion is absorbed once the target resumes, and the engine and
@@ -325,6 +336,41 @@ TEST_P(FailureTest, KilledTargetFailsPendingWritesOnceAndARestartedOneWorks) {
   EXPECT_EQ(agent->expect_exactly(100, imm_count_of_write(region, RoundRobin{}, domains())), "ok");
 }
 
+// On one medium (ipc with several domains: every path reaches the same process) one failed WR
+// takes the whole peer down: after the target is killed, default-routed writes (all on domain 0)
+// leave the peer Unreachable with every path down and all fail as PeerUnreachable — not Degraded
+// with paths 1..N-1 still "up" (what a later retry of the peer found in the killed-target test
+// above, under TSan load). WRs still in flight on domain 0 when the first failure is seen go
+// down with the peer (PeerUnreachable, not DomainDown) when there are some: timing decides that
+// here; the killed-target test above has thousands in flight and fails without it.
+TEST_P(OneMediumFailureTest, OneFailedWriteTakesThePeerDown) {
+  const size_t region = 1 << 20;
+  constexpr size_t kWrites = 17;
+  Outcomes out(kWrites);
+  AgentProcess agent(GetParam(), region);
+  ASSERT_TRUE(agent.started());
+  auto engine = GetParam().builder().stall_timeout(1s).peer_retry_interval(3600s).build();
+  ASSERT_TRUE(engine.ok());
+  SourceBuffer src(**engine, region, 90);
+  StopEngineFirst stop_first(engine->get());
+  ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 4096, 91}, out.sink(0)).ok());
+  ASSERT_TRUE(out.wait_until(1, bounds::kRequests));
+  ASSERT_EQ(out.code(0), ErrorCode::kOk);
+  agent.kill_now();
+  for (size_t i = 1; i < kWrites; ++i) {
+    ASSERT_TRUE((*engine)->submit_write({src.reg.handle, 0, agent.desc(), 0, 64 * 1024, 92}, out.sink(i)).ok());
+  }
+  ASSERT_TRUE(out.wait_all(bounds::kRequests));
+  out.expect_exactly_once();
+  EXPECT_EQ(out.count(ErrorCode::kPeerUnreachable), kWrites - 1);
+  const std::vector<PeerStatus> status = (*engine)->peer_status();
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0].health, PeerHealth::kUnreachable);
+  ASSERT_EQ(status[0].paths_up.size(), GetParam().domains);
+  for (size_t d = 0; d < status[0].paths_up.size(); ++d) EXPECT_FALSE(status[0].paths_up[d]) << "path " << d;
+  EXPECT_EQ(status[0].inflight, 0u);
+}
+
 // stop() on both sides while each is writing thousands of requests to the other: every request
 // on both sides completes exactly once and neither side hangs.
 TEST_P(FailureTest, StopOnBothSidesWithWorkInFlight) {
@@ -368,6 +414,7 @@ TEST_P(FailureTest, StopOnBothSidesWithWorkInFlight) {
 INSTANTIATE_TEST_SUITE_P(Matrix, FailureTest, ::testing::ValuesIn(provider_matrix()), matrix_name);
 INSTANTIATE_TEST_SUITE_P(Matrix, PausedTargetTest, ::testing::ValuesIn(needing_target_cpu()), matrix_name);
 INSTANTIATE_TEST_SUITE_P(Matrix, PausedIpcTargetTest, ::testing::ValuesIn(bypassing_target_cpu()), matrix_name);
+INSTANTIATE_TEST_SUITE_P(Matrix, OneMediumFailureTest, ::testing::ValuesIn(one_medium_groups()), matrix_name);
 
 }  // namespace
 }  // namespace fabric_lib::testing
