@@ -19,31 +19,25 @@ namespace {
 using FailureTest = EngineTest;
 using namespace std::chrono_literals;
 
+// The configurations of the matrix for which `keep` holds.
+std::vector<ProviderConfig> matrix_where(const std::function<bool(const ProviderConfig&)>& keep) {
+  std::vector<ProviderConfig> m;
+  for (const ProviderConfig& c : provider_matrix()) {
+    if (keep(c)) m.push_back(c);
+  }
+  return m;
+}
 // The paused-target tests need writes that wait for the target's CPU: every configuration but
 // the IPC backend's, whose writes copy into the target's memory without it (PausedIpcTargetTest).
 std::vector<ProviderConfig> needing_target_cpu() {
-  std::vector<ProviderConfig> m;
-  for (const ProviderConfig& c : provider_matrix()) {
-    if (!c.writes_bypass_target_cpu()) m.push_back(c);
-  }
-  return m;
+  return matrix_where([](const ProviderConfig& c) { return !c.writes_bypass_target_cpu(); });
 }
-
+std::vector<ProviderConfig> bypassing_target_cpu() {
+  return matrix_where([](const ProviderConfig& c) { return c.writes_bypass_target_cpu(); });
+}
 // Groups of several domains on one medium (ipc: every path reaches the same peer process).
 std::vector<ProviderConfig> one_medium_groups() {
-  std::vector<ProviderConfig> m;
-  for (const ProviderConfig& c : provider_matrix()) {
-    if (c.provider == "ipc" && c.domains > 1) m.push_back(c);
-  }
-  return m;
-}
-
-std::vector<ProviderConfig> bypassing_target_cpu() {
-  std::vector<ProviderConfig> m;
-  for (const ProviderConfig& c : provider_matrix()) {
-    if (c.writes_bypass_target_cpu()) m.push_back(c);
-  }
-  return m;
+  return matrix_where([](const ProviderConfig& c) { return c.provider == "ipc" && c.domains > 1; });
 }
 
 // Polls `done` every millisecond until it holds or `timeout` passes (state the engine exposes,
