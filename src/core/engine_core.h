@@ -126,10 +126,13 @@ class EngineCore {
   // medium (DomainInfo::one_medium) the default RoundRobin keeps each write's shards on one
   // domain (same shards, same imm count; one op there instead of one per domain), and that domain
   // is domain 0 for every request unless options_.one_medium_spread rotates it. Any other route
-  // rotates the shards, from the group's rotating start domain.
+  // rotates the shards, from the group's rotating start domain. Where those domains also take a
+  // WR's imm count (DomainInfo::takes_imm_count), a single write's shards go as one WR
+  // (planner::plan_write_as_one): one WR to plan, build and count instead of one per shard.
   struct RequestPlacement {
     planner::Placement placement;
     uint32_t start;
+    bool write_as_one_wr = false;
   };
   RequestPlacement place(const Route& route, size_t group);
   // The route a paged write's pages are planned with: where `placement` keeps shards on one

@@ -54,8 +54,10 @@ Status EngineCore::check_route(const Route& route) const {
 
 EngineCore::RequestPlacement EngineCore::place(const Route& route, size_t group) {
   const RoundRobin* rr = std::get_if<RoundRobin>(&route);
-  if (rr && rr->max_shards == 0 && workers_[group]->infos()[0].one_medium) {
-    return {planner::Placement::kFirstDomain, options_.one_medium_spread ? workers_[group]->next_start_domain() : 0};
+  const transport::DomainInfo& info = workers_[group]->infos()[0];
+  if (rr && rr->max_shards == 0 && info.one_medium) {
+    return {planner::Placement::kFirstDomain, options_.one_medium_spread ? workers_[group]->next_start_domain() : 0,
+            info.takes_imm_count};
   }
   return {planner::Placement::kRotate, workers_[group]->next_start_domain()};
 }
@@ -120,7 +122,13 @@ Result<TransferId> EngineCore::submit_write(WriteRequest&& request, Completion&&
   RequestPool::Ptr r = take_request(std::move(done), std::move(src).value(), request.imm);
   if (!r) return RequestPool::too_many_requests();
   const RequestPlacement where = place(request.route, group);
-  planner::plan_write(request, num_domains(), where.start, r->wrs, where.placement);
+  if (where.write_as_one_wr && request.length <= kMaxWrBytes) {
+    const uint64_t imms = planner::plan_write_as_one(request, num_domains(), where.start, r->wrs);
+    static_assert(kMaxDomainsPerGroup <= UINT16_MAX, "a write's shards (<= its domains) fit WriteWr::imm_count");
+    r->imm_count = static_cast<uint16_t>(imms);  // one per shard: at most the group's domains
+  } else {
+    planner::plan_write(request, num_domains(), where.start, r->wrs, where.placement);
+  }
   r->targets.push_back(std::move(request.dst));  // not `= {...}`: that copies the descriptor (a reference count up and down)
   return enqueue(group, std::move(r), scope);
 }

@@ -24,6 +24,7 @@ transport::WriteWr write_wr(const Request& r, const planner::WrPlan& w, const Mr
   wr.remote_addr = dst.addr_base + w.dst_offset;
   wr.rkey = dst.rkey;
   wr.has_imm = r.has_imm;
+  wr.imm_count = r.imm_count;
   wr.imm = r.imm;
   wr.context = reinterpret_cast<uint64_t>(record);
   return wr;

@@ -18,6 +18,7 @@ void Request::reset() {
   group.reset();
   target_peers.clear();
   has_imm = false;
+  imm_count = 1;
   imm = 0;
   wrs.clear();
   domain_begin.clear();

@@ -43,6 +43,9 @@ struct Request {
   std::shared_ptr<const PeerGroup::Data> group;  // pre-resolved destinations instead of `targets`
   std::vector<PeerEntry*> target_peers;         // the peer of each target (set by the worker)
   bool has_imm = false;
+  // The arrivals of `imm` each of its WRs announces (WriteWr::imm_count): 1, or a write planned
+  // as one WR for its shards (planner::plan_write_as_one) their count.
+  uint16_t imm_count = 1;
   uint32_t imm = 0;
   std::vector<planner::WrPlan> wrs;             // sorted by domain
   // wrs of domain d: [domain_begin[d], domain_begin[d+1]) when grouped_by_domain(); otherwise

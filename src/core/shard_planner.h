@@ -77,6 +77,11 @@ struct WrPlan {
 // of a WrPlan is also the remote domain it writes to. `start` is the rotating first domain.
 void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out,
                 Placement placement = Placement::kRotate);
+// A write as ONE WR on `domain` standing for its route's shards, for a domain that counts a WR's
+// imm several times (DomainInfo::takes_imm_count): appends that WR and returns the imm count it
+// must announce, imm_count_of_write()'s — the receiver's expectation does not change.
+// request.length <= kMaxWrBytes.
+uint64_t plan_write_as_one(const WriteRequest& request, size_t domains, uint32_t domain, std::vector<WrPlan>& out);
 void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
 // (kByBytes: each destination's shards placed by `placement`; kByPeer: one domain each anyway.)
 void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out,

@@ -42,6 +42,11 @@ struct DomainInfo {
   // asks for a shard count (requests still rotate over the domains; the WRs and imm counts are
   // the route's either way, only the posting domain changes).
   bool one_medium = false;
+  // The domain honours WriteWr::imm_count > 1: one WR's imm counted that many times at the target
+  // (the ipc backend: an op's imm travels as one record with a count anyway). On a one-medium
+  // group the engine then posts a default-routed write as ONE WR announcing its shards' imm
+  // count, instead of the shards as WRs that would all go to one domain.
+  bool takes_imm_count = false;
   // The domain's posts are issued by its next poll(), together with whatever else the group's
   // domains posted before it (the ipc backend: one batch of GPU copies, one page-copy launch, per
   // poll). The worker then takes new requests only before a pass's polls, not between two
@@ -88,9 +93,14 @@ struct WriteWr {
   uint64_t remote_addr = 0;
   uint64_t rkey = 0;
   bool has_imm = false;
+  // How many arrivals of `imm` the target counts for this WR: 1, or on a domain that says
+  // DomainInfo::takes_imm_count, the shards of a write this one WR stands for (the target's
+  // imm_count_of_write() stays the route's shard count; the sender posts one WR).
+  uint16_t imm_count = 1;
   uint32_t imm = 0;
   uint64_t context = 0;
 };
+static_assert(sizeof(WriteWr) == 64, "a WR fills one cache line; imm_count sits in has_imm's padding");
 
 // A run of page WRITEs of one paged write on one domain, as the page list itself: WR i copies
 // `page_length` bytes from src + src_pages[i] * src_stride to remote_addr + dst_pages[i] *

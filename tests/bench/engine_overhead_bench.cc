@@ -16,8 +16,10 @@
 // peers), and MET/MISSED
 // against the hot-path issue's target (engine work per WR <= 100 ns). Two more points run on a
 // second engine of 4 one-medium domains (InstantDomain's ipc-like mode: a run of WRs completes as
-// one event): a 256 KiB single write as its route's 4 shards on domain 0 (the default on one
-// medium) and the same write pinned to domain 0 (one WR) — what the 4 shards cost per request.
+// one event; its domains take a WR's imm count, as the ipc backend's do): a 256 KiB single write
+// by the default route (one WR on domain 0 announcing its 4 shards' imms) and the same write
+// pinned to domain 0 (one WR, one imm); and on a third engine whose one-medium domains do not take
+// an imm count, the same write as its 4 shards' WRs on domain 0 — what the shards cost per request.
 //
 // Usage: engine-overhead-bench [--provider shm|tcp] [--requests N] [--window W] [--metrics false] [--quick]
 #include <algorithm>
@@ -189,28 +191,37 @@ int run(const Options& o) {
   grouped_to_peers.group = &*peer_group;
   for (size_t i = 0; i < kPages; ++i) grouped_to_peers.targets[i].peer = static_cast<uint32_t>(i % kPeers);
   const WriteRequest single{s->handle, 0, d->desc, 0, kPage, 7};
-  // The one-medium engine: 4 domains, each an InstantDomain that says one_medium.
-  TransferEngineBuilder medium_builder;
-  medium_builder.provider(o.provider).domains_per_group(4).metrics(o.metrics);
-  BuilderAccess::set_domain_decorator(medium_builder, [](std::unique_ptr<transport::Domain> inner) {
-    return std::make_unique<InstantDomain>(std::move(inner), /*one_medium=*/true);
-  });
-  Result<std::unique_ptr<TransferEngine>> medium = medium_builder.build();
-  if (!medium.ok()) {
-    std::fprintf(stderr, "engine-overhead-bench: one-medium engine: %s\n", medium.status().to_string().c_str());
-    return 1;
-  }
+  // The one-medium engines: 4 domains, each an InstantDomain that says one_medium (and, for
+  // `medium`, takes_imm_count), and a 256 KiB write on each.
+  struct Medium {
+    std::unique_ptr<TransferEngine> engine;
+    WriteRequest write;
+  };
   constexpr uint64_t kShardedBytes = 256 * 1024;
-  Result<MrRegistration> ms = (*medium)->register_memory(src.data(), kShardedBytes, Access::kLocalOnly);
-  Result<MrRegistration> md = (*medium)->register_memory(dst.data(), kShardedBytes, Access::kRemoteWrite);
-  if (!ms.ok() || !md.ok()) {
-    std::fprintf(stderr, "engine-overhead-bench: one-medium register_memory: %s\n", (ms.ok() ? md.status() : ms.status()).to_string().c_str());
+  auto make_medium = [&](bool takes_imm_count) -> Result<Medium> {
+    TransferEngineBuilder builder;
+    builder.provider(o.provider).domains_per_group(4).metrics(o.metrics);
+    BuilderAccess::set_domain_decorator(builder, [takes_imm_count](std::unique_ptr<transport::Domain> inner) {
+      return std::make_unique<InstantDomain>(std::move(inner), /*one_medium=*/true, takes_imm_count);
+    });
+    Result<std::unique_ptr<TransferEngine>> e = builder.build();
+    if (!e.ok()) return e.status();
+    Result<MrRegistration> ms = (*e)->register_memory(src.data(), kShardedBytes, Access::kLocalOnly);
+    if (!ms.ok()) return ms.status();
+    Result<MrRegistration> md = (*e)->register_memory(dst.data(), kShardedBytes, Access::kRemoteWrite);
+    if (!md.ok()) return md.status();
+    return Medium{std::move(e).value(), WriteRequest{ms->handle, 0, md->desc, 0, kShardedBytes, 7}};
+  };
+  Result<Medium> medium = make_medium(true);
+  Result<Medium> medium_wrs = make_medium(false);
+  if (!medium.ok() || !medium_wrs.ok()) {
+    std::fprintf(stderr, "engine-overhead-bench: one-medium engine: %s\n",
+                 (medium.ok() ? medium_wrs.status() : medium.status()).to_string().c_str());
     return 1;
   }
-  const WriteRequest sharded{ms->handle, 0, md->desc, 0, kShardedBytes, 7};
-  WriteRequest pinned = sharded;
+  WriteRequest pinned = medium->write;
   pinned.route = Pinned{0};
-  const uint64_t shards = imm_count_of(sharded, 4);
+  const uint64_t shards = imm_count_of(medium->write, 4);
 
   std::vector<Point> points = {{"single 4 KiB", 1},
                                {"paged 64 x 4 KiB", kPages},
@@ -219,6 +230,7 @@ int run(const Options& o) {
                                {"scatter 64 x 4 KiB to 8 peers", kPages},
                                {"group scatter 64 x 4 KiB", kPages},
                                {"group scatter 64 x 4 KiB to 8 peers", kPages},
+                               {"one medium: 256 KiB default", shards},
                                {"one medium: 256 KiB as 4 shards", shards},
                                {"one medium: 256 KiB pinned", 1}};
   // A name given whole selects that point alone ("scatter 64 x 4 KiB" is also part of two others).
@@ -235,10 +247,14 @@ int run(const Options& o) {
     // The 4096-page point posts as many WRs as the 64-page ones: 1/64 of the requests.
     Options po = o;
     if (p.wrs_per_request > kPages) po.requests = std::max<uint64_t>(1, o.requests * kPages / p.wrs_per_request);
-    Result<double> ns = std::string(p.name).ends_with("shards")
-                            ? engine_ns_per_wr(**medium, o, shards, [&](Completion c) { return (*medium)->submit_write(sharded, c); })
+    TransferEngine& one = *medium->engine;
+    TransferEngine& one_wrs = *medium_wrs->engine;
+    Result<double> ns = std::string(p.name).ends_with("default")
+                            ? engine_ns_per_wr(one, o, shards, [&](Completion c) { return one.submit_write(medium->write, c); })
+                        : std::string(p.name).ends_with("shards")
+                            ? engine_ns_per_wr(one_wrs, o, shards, [&](Completion c) { return one_wrs.submit_write(medium_wrs->write, c); })
                         : std::string(p.name).ends_with("pinned")
-                            ? engine_ns_per_wr(**medium, o, 1, [&](Completion c) { return (*medium)->submit_write(pinned, c); })
+                            ? engine_ns_per_wr(one, o, 1, [&](Completion c) { return one.submit_write(pinned, c); })
                         : std::string(p.name).starts_with("single")
                             ? engine_ns_per_wr(engine, o, 1, [&](Completion c) { return engine.submit_write(single, c); })
                         : std::string(p.name) == "paged 4096 x 4 KiB"
@@ -270,12 +286,13 @@ int run(const Options& o) {
     std::printf("%-32s %14.1f %16.1f %18.1f\n", p.name, p.engine_ns_per_wr, p.baseline_ns_per_wr,
                 p.engine_ns_per_wr - p.baseline_ns_per_wr);
   }
-  // Per request, the two one-medium points side by side (engine time, baseline included).
+  // Per request, the one-medium points side by side (engine time, baseline included).
   const auto at = [&](const char* name) { return std::find_if(points.begin(), points.end(), [&](const Point& p) { return std::string(p.name) == name; }); };
-  if (auto a = at("one medium: 256 KiB as 4 shards"), b = at("one medium: 256 KiB pinned"); a != points.end() && b != points.end()) {
-    const double sharded_ns = a->engine_ns_per_wr * static_cast<double>(shards);
-    std::printf("one medium, per request: 4 shards %.1f ns, pinned (1 WR) %.1f ns: the shards cost %.1f ns a request\n", sharded_ns,
-                b->engine_ns_per_wr, sharded_ns - b->engine_ns_per_wr);
+  const auto request_ns = [&](auto p) { return p == points.end() ? -1.0 : p->engine_ns_per_wr * static_cast<double>(p->wrs_per_request); };
+  if (auto d = at("one medium: 256 KiB default"), a = at("one medium: 256 KiB as 4 shards"), b = at("one medium: 256 KiB pinned");
+      d != points.end() || a != points.end() || b != points.end()) {
+    std::printf("one medium, per request (-1: not run): default (1 WR, 4 imms) %.1f ns, 4 shards as WRs %.1f ns, pinned (1 WR) %.1f ns\n",
+                request_ns(d), request_ns(a), request_ns(b));
   }
   std::printf("\nTargets (engine work per WR = engine - baseline, measured in this run):\n");
   for (const Point& p : points) {

@@ -3,7 +3,9 @@
 // next poll. What is left when an engine drives it is the engine's own work per request
 // (engine-overhead-bench measures its time, alloc_tests its heap allocations). With `one_medium` it
 // reports DomainInfo::one_medium and completes a run of WRs posted in one post_writes call as one
-// event counting them (Event::count), as the ipc backend does.
+// event counting them (Event::count), as the ipc backend does; with `takes_imm_count` (the ipc
+// backend's too, the default with one_medium) it says DomainInfo::takes_imm_count, so the engine
+// posts a write's shards as one WR (its imms are never delivered here: nothing counts them).
 #pragma once
 
 #include <atomic>
@@ -18,10 +20,12 @@ namespace fabric_lib::testing {
 class InstantDomain final : public ForwardingDomain {
  public:
   // `inner` may be null for a baseline that only posts and polls.
-  explicit InstantDomain(std::unique_ptr<transport::Domain> inner, bool one_medium = false)
+  explicit InstantDomain(std::unique_ptr<transport::Domain> inner, bool one_medium = false,
+                         bool takes_imm_count = true)
       : ForwardingDomain(std::move(inner)) {
     if (inner_) info_ = inner_->info();
     info_.one_medium = one_medium;
+    info_.takes_imm_count = one_medium && takes_imm_count;
     // Its WRITEs never reach the provider and its users have no peer that can die: application
     // threads may call it (what engine-overhead-bench and the alloc and locked-out tests measure).
     info_.calls_may_hang_on_dead_peer = false;

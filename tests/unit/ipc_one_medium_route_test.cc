@@ -2,7 +2,8 @@
 // (DomainInfo::one_medium): with the default route a paged write's pages, a single write's shards
 // and each destination of a by-bytes scatter stay on one domain — domain 0 for every request, or
 // with FABRIC_LIB_ONE_MEDIUM_SPREAD=1 consecutive requests rotating over the domains; the shards
-// are still the route's, so the target counts imm_count_of() imms; an explicit shard count is
+// are still the route's, so the target counts imm_count_of() imms — a single write's shards go as
+// ONE WR announcing their count (DomainInfo::takes_imm_count); an explicit shard count is
 // honoured. Checked with the engine's per-domain WR counts,
 // the bytes at the target and its imm counts. Two engines in this process, four domains each,
 // host memory.
@@ -150,11 +151,37 @@ TEST_F(IpcOneMediumRouteTest, AnExplicitShardCountIsHonoured) {
   for (size_t d = 0; d < kDomains; ++d) EXPECT_EQ(delta[d], kPages / kDomains) << "domain " << d;
 }
 
-// The shard layout, and so the imm count the target expects, is the route's: 4 WRs (one per
-// shard); they are posted by one domain, and consecutive writes rotate.
+// The shard layout, and so the imm count the target expects, is the route's (4 shards); the write
+// goes as one WR announcing those 4 imms, posted by one domain, and consecutive writes rotate.
 TEST_F(IpcOneMediumSpreadTest, ADefaultRoutedSingleWriteKeepsItsShardsOnOneDomainAndItsImmCount) {
   ASSERT_EQ(imm_count_of_write(kWriteBytes, RoundRobin{}, kDomains), kDomains) << "the write must have a shard per domain";
-  expect_one_domain_each_and_rotation(kDomains, [&](uint32_t k) { return single_write_posted_by(k, RoundRobin{}); });
+  expect_one_domain_each_and_rotation(1, [&](uint32_t k) { return single_write_posted_by(k, RoundRobin{}); });
+}
+
+// Writes of 1 to 4 shards (by length): each is one WR from domain 0, and the target counts
+// exactly imm_count_of_write() arrivals of its imm — no fewer (the expectation fires) and no more
+// (it consumed them: nothing is left counted; the arrivals travel as one record).
+TEST_F(IpcOneMediumRouteTest, ADefaultRoutedWriteIsOneWrAnnouncingItsShardsImmCount) {
+  const uint64_t lengths[] = {4 * kPage, 2 * kMinShardBytes, 3 * kMinShardBytes, kWriteBytes};
+  for (uint32_t i = 0; i < 4; ++i) {
+    const uint64_t shards = imm_count_of_write(lengths[i], RoundRobin{}, kDomains);
+    ASSERT_EQ(shards, i + 1) << "length " << lengths[i];
+    WriteRequest w;
+    w.src = src_mr_.handle;
+    w.src_offset = kPage;  // unaligned to the shards on both sides
+    w.dst = dst_mr_.desc;
+    w.dst_offset = 3 * kPage;
+    w.length = lengths[i];
+    w.imm = 80 + i;
+    std::fill(dst_.begin(), dst_.end(), 0);
+    EXPECT_EQ(posted_by(80 + i, shards, [&](Completion done) { return sender_->submit_write(w, std::move(done)); }),
+              (std::vector<uint64_t>{1, 0, 0, 0}))
+        << "length " << lengths[i];
+    EXPECT_EQ(receiver_->imms().count(80 + i), 0u) << "arrivals beyond " << shards << ", length " << lengths[i];
+    EXPECT_EQ(std::memcmp(dst_.data() + w.dst_offset, src_.data() + w.src_offset, w.length), 0) << "length " << lengths[i];
+    EXPECT_EQ(dst_[w.dst_offset - 1], 0) << "nothing before the write";
+    EXPECT_EQ(dst_[w.dst_offset + w.length], 0) << "nothing after the write";
+  }
 }
 
 TEST_F(IpcOneMediumRouteTest, AnExplicitShardCountSplitsASingleWriteOverTheDomains) {
@@ -191,12 +218,13 @@ TEST_F(IpcOneMediumRouteTest, AByBytesScatterKeepsEachDestinationsShardsOnOneDom
 }
 
 // By default every default-routed request, paged or single, goes from domain 0 (all of its
-// WRs), with the same WR and imm counts; an explicit shard count still splits. (The fixture
+// WRs; a single write's shards as one WR), with the same imm counts; an explicit shard count
+// still splits. (The fixture
 // builds without the variable; FABRIC_LIB_ONE_MEDIUM_SPREAD=0 says the same explicitly.)
 TEST_F(IpcOneMediumRouteTest, DefaultRoutedRequestsAllGoFromDomainZero) {
   for (uint32_t k = 0; k < kDomains; ++k) {
     EXPECT_EQ(posted_by(k, RoundRobin{}), (std::vector<uint64_t>{kPages, 0, 0, 0})) << "paged request " << k;
-    EXPECT_EQ(single_write_posted_by(k, RoundRobin{}), (std::vector<uint64_t>{kDomains, 0, 0, 0})) << "write " << k;
+    EXPECT_EQ(single_write_posted_by(k, RoundRobin{}), (std::vector<uint64_t>{1, 0, 0, 0})) << "write " << k;
   }
   const std::vector<uint64_t> split = posted_by(0, RoundRobin{kDomains});
   for (size_t d = 0; d < kDomains; ++d) EXPECT_EQ(split[d], kPages / kDomains) << "domain " << d;

@@ -44,6 +44,7 @@ Status IpcDomain::open_resources(IpcOptions options) {
   // to ~3 Mpages/s on an H200, at 1024 a request of 4096 pages took four passes (docs/gpu.md).
   info_.wrs_per_pass = std::min<size_t>(4096, std::max<size_t>(64, info_.max_inflight / 4));
   info_.one_medium = true;
+  info_.takes_imm_count = true;
   info_.posts_issued_by_poll = true;
   info_.delivery_complete = true;
   info_.hmem = static_cast<bool>(options_.gpu);

@@ -120,6 +120,7 @@ class IpcDomain final : public Domain {
     bool has_imm = false;
     uint32_t imm = 0;
     uint32_t wrs = 1;  // WRs it stands for: a run's, else 1 (its event's count)
+    uint32_t imms = 1; // arrivals its imm counts at the target: its WRs' WriteWr::imm_count summed
     Status error;  // a failure noted while the copy still runs
   };
   struct OutItem {
@@ -189,6 +190,7 @@ class IpcDomain final : public Domain {
     bool has_imm = false;
     uint32_t imm = 0;
     uint64_t length = 0;
+    uint32_t imms = 1;  // the imm's arrivals at the target (Op::imms)
   };
   // What a copy gathers (gpu::CopyRequest's fields of the same names): nothing (a plain copy),
   // offset pairs, or page pairs and their strides.

@@ -180,9 +180,11 @@ PostResult IpcDomain::post_write(const WriteWr& wr, Status* error) {
     }
     ops_.at(op)->has_imm = true;
     ops_.at(op)->imm = wr.imm;
+    ops_.at(op)->imms = std::max<uint16_t>(wr.imm_count, 1);
     OutItem item;
     item.op = op;
     item.imm = true;
+    item.count = ops_.at(op)->imms;
     item.imm_value = wr.imm;
     queue_out(*peer, item);
     pump_outbox(*peer);  // imm latency: push right away when the ring has room
@@ -220,7 +222,8 @@ PostResult IpcDomain::post_copy(Peer& peer, const WriteWr& wr, const LocalRegion
 PostResult IpcDomain::start_copy(Peer& peer, std::span<const WriteWr> wrs, const LocalRegion& src,
                                  const RemoteRegion& dst, Status* error) {
   const WriteWr& wr = wrs.front();
-  CopyShape shape{static_cast<uint32_t>(wrs.size()), wr.context, wr.has_imm, wr.imm, wr.length};
+  CopyShape shape{static_cast<uint32_t>(wrs.size()), wr.context, wr.has_imm, wr.imm, wr.length, 0};
+  for (const WriteWr& w : wrs) shape.imms += std::max<uint16_t>(w.imm_count, 1);  // (<= 2^16 WRs of < 2^16 each: fits)
   // One WR, or WRs that continue each other on both sides (a write's shards): one plain copy.
   size_t contiguous = 1;
   while (contiguous < wrs.size() && continues(wrs[contiguous - 1], wrs[contiguous])) ++contiguous;
@@ -254,6 +257,7 @@ PostResult IpcDomain::submit_copy(Peer& peer, const CopyShape& shape, const uint
   o.has_imm = shape.has_imm;
   o.imm = shape.imm;
   o.wrs = shape.wrs;
+  o.imms = shape.imms;
   gpu::CopyRequest copy;
   copy.op = op;
   copy.src = from;
@@ -500,7 +504,7 @@ bool IpcDomain::progress_copies() {
     OutItem item;
     item.op = i;
     item.imm = true;
-    item.count = op.wrs;  // a run's imms: one item, one record (or a few: kMaxImmRecordCount)
+    item.count = op.imms;  // a run's imms: one item, one record (or a few: kMaxImmRecordCount)
     item.imm_value = op.imm;
     queue_out(*peer, item);
   }

@@ -167,7 +167,8 @@ size_t IpcDomain::post_pages(const PageRunWr& run, PostResult* last, Status* err
     }
   }
   if (good > 0) {
-    const CopyShape shape{static_cast<uint32_t>(good), run.context, run.has_imm, run.imm, run.page_length};
+    const CopyShape shape{static_cast<uint32_t>(good), run.context, run.has_imm, run.imm, run.page_length,
+                          static_cast<uint32_t>(good)};
     if (good == 1) {
       const WriteWr wr = run.write(0);
       *last = submit_copy(*peer, shape, static_cast<const uint8_t*>(wr.src), wr.remote_addr, {}, *src, **dst, error);
