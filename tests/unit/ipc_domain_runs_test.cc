@@ -7,7 +7,8 @@
 // in this process (memcpy), and in a child process (process_vm_writev with iovec batches).
 // IpcDomain::post_pages, the same run given as its page list (PageRunWr): the same op, bytes and
 // counts, the same refusals (a page list's range checks: ipc_domain_page_list_test.cc). A write's shards
-// (WRs that continue each other, of unequal lengths): one op and one plain copy the same way.
+// (WRs that continue each other, of unequal lengths): one op and one plain copy the same way. A
+// WR's imm_count: its imm counted that many times at the target.
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -154,6 +155,51 @@ TEST(IpcDomainRuns, AWritesShardsAreOneOpOneImmRecordAndOneEventAndLandBeforeThe
   EXPECT_EQ(std::count(dst.begin() + past, dst.begin() + fifth, 0), static_cast<ptrdiff_t>(fifth - past));
   EXPECT_EQ(std::count(dst.begin() + fifth + kPage, dst.end(), 0), static_cast<ptrdiff_t>(dst.size() - fifth - kPage));
   EXPECT_EQ(p.a->ops_in_flight(), 0u);
+}
+
+// WriteWr::imm_count (DomainInfo::takes_imm_count): a WR's imm arrives that many times — a single
+// write standing for 4 shards, an imm-only WR, two shards that continue each other (one op: their
+// counts add up), a plain WR (1) and one that says 0 (counted as 1) — while each WR still
+// completes once at the initiator.
+TEST(IpcDomainRuns, AWrsImmCountIsCountedThatManyTimesAtTheTargetAndItCompletesOnce) {
+  Pair p;
+  ASSERT_TRUE(p.a && p.b);
+  EXPECT_TRUE(p.a->info().takes_imm_count);
+  constexpr size_t kPages = 8;
+  HostPages host(p, kPages, kPages);
+  auto& [src, dst, smr, dmr] = host;
+  ASSERT_TRUE(smr.ok() && dmr.ok());
+  auto wr = [&](size_t page, size_t pages, uint32_t imm, uint64_t context, uint16_t imm_count) {
+    WriteWr w = write_wr(pages ? src.data() + page * kPage : nullptr, pages ? smr->desc : nullptr, pages * kPage, p.b_at_a,
+                         page * kPage, dmr->rkey, imm, context);
+    w.imm_count = imm_count;
+    return w;
+  };
+  const std::vector<WriteWr> wrs = {wr(0, 3, 41, 5, 4), wr(0, 0, 42, 6, 3), wr(3, 1, 43, 7, 2), wr(4, 2, 43, 7, 2),
+                                    wr(6, 1, 44, 8, 1), wr(7, 1, 45, 9, 0)};
+  PostResult last = PostResult::kFailed;
+  Status error;
+  ASSERT_EQ(p.a->post_writes(wrs, &last, &error), wrs.size()) << error.to_string();
+  EXPECT_EQ(last, PostResult::kPosted);
+  auto imms_of = [&](uint32_t imm) {
+    uint64_t n = 0;
+    for (const Event& e : p.eb) n += e.kind == EventKind::kImm && e.imm == imm ? e.count : 0;
+    return n;
+  };
+  ASSERT_TRUE(p.poll_until([&] { return count_of(p.eb, EventKind::kImm) >= 13 && count_of(p.ea, EventKind::kWriteDone) >= 6; }));
+  for (int i = 0; i < 100; ++i) p.a->poll(p.ea, 64), p.b->poll(p.eb, 64);
+  EXPECT_EQ(imms_of(41), 4u);
+  EXPECT_EQ(imms_of(42), 3u);
+  EXPECT_EQ(imms_of(43), 4u) << "two WRs of one op, 2 each";
+  EXPECT_EQ(imms_of(44), 1u);
+  EXPECT_EQ(imms_of(45), 1u) << "an imm_count of 0 is counted as 1";
+  std::map<uint64_t, uint64_t> per_context;
+  for (const Event& e : p.ea) {
+    EXPECT_TRUE(e.status.ok()) << e.status.to_string();
+    per_context[e.context] += e.count;
+  }
+  EXPECT_EQ(per_context, (std::map<uint64_t, uint64_t>{{5, 1}, {6, 1}, {7, 2}, {8, 1}, {9, 1}}));
+  EXPECT_EQ(std::memcmp(dst.data(), src.data(), kPages * kPage), 0);
 }
 
 // post_writes' WRs in order, whatever their form: a run, an imm-only WR, a single write, another
