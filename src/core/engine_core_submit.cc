@@ -123,9 +123,10 @@ Result<TransferId> EngineCore::submit_write(WriteRequest&& request, Completion&&
   if (!r) return RequestPool::too_many_requests();
   const RequestPlacement where = place(request.route, group);
   if (where.write_as_one_wr && request.length <= kMaxWrBytes) {
-    const uint64_t imms = planner::plan_write_as_one(request, num_domains(), where.start, r->wrs);
+    planner::plan_write_as_one(request, where.start, r->wrs);
+    // The arrivals the target expects, by the function it computes them with: one per shard.
     static_assert(kMaxDomainsPerGroup <= UINT16_MAX, "a write's shards (<= its domains) fit WriteWr::imm_count");
-    r->imm_count = static_cast<uint16_t>(imms);  // one per shard: at most the group's domains
+    if (request.imm) r->imm_count = static_cast<uint16_t>(imm_count_of_write(request.length, request.route, num_domains()));
   } else {
     planner::plan_write(request, num_domains(), where.start, r->wrs, where.placement);
   }

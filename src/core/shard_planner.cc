@@ -65,9 +65,8 @@ void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std
       placement);
 }
 
-uint64_t plan_write_as_one(const WriteRequest& request, size_t domains, uint32_t domain, std::vector<WrPlan>& out) {
+void plan_write_as_one(const WriteRequest& request, uint32_t domain, std::vector<WrPlan>& out) {
   out.push_back({domain, 0, request.src_offset, request.dst_offset, request.length});
-  return count_contiguous(request.length, request.route, domains);
 }
 
 void plan_page_list(std::span<const uint32_t> src_pages, std::span<const uint32_t> dst_pages, const PageGeometry& g,

@@ -78,10 +78,10 @@ struct WrPlan {
 void plan_write(const WriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out,
                 Placement placement = Placement::kRotate);
 // A write as ONE WR on `domain` standing for its route's shards, for a domain that counts a WR's
-// imm several times (DomainInfo::takes_imm_count): appends that WR and returns the imm count it
-// must announce, imm_count_of_write()'s — the receiver's expectation does not change.
-// request.length <= kMaxWrBytes.
-uint64_t plan_write_as_one(const WriteRequest& request, size_t domains, uint32_t domain, std::vector<WrPlan>& out);
+// imm several times (DomainInfo::takes_imm_count): appends that WR, which must then announce
+// imm_count_of_write() arrivals (WriteWr::imm_count) — the receiver's expectation does not
+// change. request.length <= kMaxWrBytes.
+void plan_write_as_one(const WriteRequest& request, uint32_t domain, std::vector<WrPlan>& out);
 void plan_paged(const PagedWriteRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out);
 // (kByBytes: each destination's shards placed by `placement`; kByPeer: one domain each anyway.)
 void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out,

@@ -210,6 +210,7 @@ void StagingDomain::pump() {
     inner.remote_addr = w->wr.remote_addr + c->offset;
     inner.rkey = w->wr.rkey;
     inner.has_imm = c->with_imm;
+    inner.imm_count = w->wr.imm_count;  // the imm's arrivals, on the chunk that carries it
     inner.imm = w->wr.imm;
     inner.context = reinterpret_cast<uint64_t>(c);
     Status error;
