@@ -39,8 +39,9 @@ inline constexpr uint64_t kMaxWrBytes = 1ull << 30;
 // starting at a rotating domain so that consecutive small requests use different NICs. (On the
 // same-host IPC backend, whose domains share one medium, 0 means one domain a request: a paged
 // write's pages, a single write's shards and each by-bytes scatter destination's shards are all
-// posted by one domain, since splitting would add work and no bandwidth. The shards and the imm
-// counts are the same either way: imm_count_of() does not depend on where they are posted.)
+// posted by one domain, since splitting would add work and no bandwidth; a single write of up to
+// kMaxWrBytes goes as one operation whose imm the target counts once per shard. The imm counts
+// are the same either way: imm_count_of() does not depend on where or how shards are posted.)
 struct RoundRobin {
   uint32_t max_shards = 0;
 };
