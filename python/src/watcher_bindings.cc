@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "args.h"
 #include "callbacks.h"
 #include "errors.h"
 #include "fabric_lib/uvm_watcher.h"
@@ -56,12 +57,6 @@ using PyMappedWord = Owned<MappedWord>;
 using PyScalarWatcher = Owned<UvmWatcher>;
 
 uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-
-template <typename F>
-auto without_gil(F&& f) {
-  py::gil_scoped_release nogil;
-  return f();
-}
 
 }  // namespace
 

@@ -18,7 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint64_t kTimeoutNs = 30'000'000'000ull;
+constexpr uint64_t kFlagWaitNs = 30'000'000'000ull;
 
 struct FlagResult {
   uint64_t outcome = 99, mismatches = 0, first_mismatch = 0;
@@ -67,7 +67,7 @@ TEST_P(GpuFlagTransfer, KernelWaitsForTheImmsThenChecksTheDeliveredBytes) {
   cudaStream_t stream = nullptr;
   FL_CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   DeviceBuffer result(sizeof(FlagResult));
-  FL_KERNEL_ASSERT(launch_flag_then_check(flag->device_ptr(), 1, UINT64_MAX, kTimeoutNs, target.device(), kBytes, kSeed,
+  FL_KERNEL_ASSERT(launch_flag_then_check(flag->device_ptr(), 1, UINT64_MAX, kFlagWaitNs, target.device(), kBytes, kSeed,
                                           static_cast<uint64_t*>(result.ptr), stream));
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "the kernel must be waiting for the flag";
@@ -104,7 +104,7 @@ TEST(GpuFlag, FailedExpectationSetsTheErrorValue) {
   ASSERT_TRUE(engine->imms().expect(9, 3, Completion::flag(flag->host_ptr(), 1, 0xdead).with_timeout(200ms)).ok());
   DeviceBuffer result(sizeof(FlagResult));
   MappedBuffer unused(64);
-  FL_KERNEL_ASSERT(launch_flag_then_check(flag->device_ptr(), 1, 0xdead, kTimeoutNs, unused.device(), 0, 0,
+  FL_KERNEL_ASSERT(launch_flag_then_check(flag->device_ptr(), 1, 0xdead, kFlagWaitNs, unused.device(), 0, 0,
                                           static_cast<uint64_t*>(result.ptr), nullptr));
   FL_CUDA_ASSERT(cudaDeviceSynchronize());
   EXPECT_EQ(read_result(result).outcome, 1u);

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "integration/engine_fixture.h"
+#include "support/eventually.h"
 #include "support/outcomes.h"
 
 namespace fabric_lib::testing {
@@ -38,17 +39,6 @@ std::vector<ProviderConfig> bypassing_target_cpu() {
 // Groups of several domains on one medium (ipc: every path reaches the same peer process).
 std::vector<ProviderConfig> one_medium_groups() {
   return matrix_where([](const ProviderConfig& c) { return c.provider == "ipc" && c.domains > 1; });
-}
-
-// Polls `done` every millisecond until it holds or `timeout` passes (state the engine exposes,
-// such as peer_status()).
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = bounds::kRequests) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
 }
 
 using PausedTargetTest = EngineTest;

@@ -7,9 +7,8 @@
 #include <numeric>
 #include <random>
 
-#include <functional>
-
 #include "integration/engine_fixture.h"
+#include "support/eventually.h"
 #include "support/netns.h"
 #include "support/outcomes.h"
 
@@ -23,16 +22,6 @@ using namespace std::chrono_literals;
     std::string why;                                      \
     if (!netns_available(&why)) GTEST_SKIP() << why;      \
   } while (0)
-
-// Polls `done` every millisecond until it holds or `timeout` passes (state the engine exposes).
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 // The target's imm counts after the waits, for requests whose outcome is known: an Ok request's
 // expectation consumed all its imms (residual 0); a failed one's count is below what it carries

@@ -7,7 +7,7 @@
 namespace fabric_lib::testing {
 namespace {
 
-constexpr size_t kPeers = 3;
+constexpr size_t kBarrierPeers = 3;
 constexpr size_t kRegion = 1 << 20;
 
 struct ScatterCase {
@@ -15,19 +15,19 @@ struct ScatterCase {
   bool use_group;
 };
 
-// What a scatter test starts from and checks against: kPeers agents with kRegion-byte regions,
+// What a scatter test starts from and checks against: kBarrierPeers agents with kRegion-byte regions,
 // an engine, a patterned source, and a shadow of each agent's region.
 struct ScatterRig {
   std::vector<std::unique_ptr<AgentProcess>> agents;
   std::unique_ptr<TransferEngine> engine;
   std::optional<SourceBuffer> src;
-  std::vector<Shadow> shadows = std::vector<Shadow>(kPeers, Shadow(kRegion));
+  std::vector<Shadow> shadows = std::vector<Shadow>(kBarrierPeers, Shadow(kRegion));
 
   // Every peer's region equals its shadow, and the peer counted exactly expected[p] imms `imm`.
   void expect_delivered(uint32_t imm, const std::vector<uint64_t>& expected) const {
     // Delivery-complete (every provider of the matrix): at the Ok every slice is in place.
-    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->hash(0, kRegion), shadows[p].hash()) << "peer " << p;
-    for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->expect_exactly(imm, expected[p]), "ok") << "peer " << p;
+    for (size_t p = 0; p < kBarrierPeers; ++p) EXPECT_EQ(agents[p]->hash(0, kRegion), shadows[p].hash()) << "peer " << p;
+    for (size_t p = 0; p < kBarrierPeers; ++p) EXPECT_EQ(agents[p]->expect_exactly(imm, expected[p]), "ok") << "peer " << p;
   }
 };
 
@@ -35,7 +35,7 @@ class ScatterTest : public EngineTest {
  protected:
   // Starts the rig's agents and engine and fills its source from `seed`.
   void start(ScatterRig& rig, uint64_t seed) {
-    for (size_t i = 0; i < kPeers; ++i) {
+    for (size_t i = 0; i < kBarrierPeers; ++i) {
       rig.agents.push_back(std::make_unique<AgentProcess>(GetParam(), kRegion));
       ASSERT_TRUE(rig.agents.back()->started());
     }
@@ -61,7 +61,7 @@ class ScatterTest : public EngineTest {
       auto g = engine->add_peer_group(descs);
       ASSERT_TRUE(g.ok()) << g.status().to_string();
       group = *g;
-      EXPECT_EQ(group.size(), kPeers);
+      EXPECT_EQ(group.size(), kBarrierPeers);
       req.group = &group;
     }
     // Target t gets a different slice, length and offset; peer 1 gets two slices.
@@ -77,7 +77,7 @@ class ScatterTest : public EngineTest {
       req.targets.push_back(t);
       shadows[peer].write(*src, t.src_offset, t.dst_offset, t.length);
     }
-    std::vector<uint64_t> expected(kPeers, 0);
+    std::vector<uint64_t> expected(kBarrierPeers, 0);
     for (size_t i = 0; i < layout.size(); ++i) expected[layout[i].first] += imm_count_of(req, i, domains());
 
     ASSERT_TRUE(engine->submit_scatter(req, out.sink(0)).ok());
@@ -103,8 +103,8 @@ TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
     ScatterRig rig;
     ASSERT_NO_FATAL_FAILURE(start(rig, 23));
     auto& [agents, engine, src, shadows] = rig;
-    std::vector<std::vector<MrDesc>> names(kPeers);  // per peer: its descriptor, then 7 decoded copies
-    for (size_t p = 0; p < kPeers; ++p) {
+    std::vector<std::vector<MrDesc>> names(kBarrierPeers);  // per peer: its descriptor, then 7 decoded copies
+    for (size_t p = 0; p < kBarrierPeers; ++p) {
       names[p].push_back(agents[p]->desc());
       for (int k = 0; k < 7; ++k) {
         Result<MrDesc> decoded = MrDesc::from_bytes(agents[p]->desc().to_bytes());
@@ -115,14 +115,14 @@ TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
     ScatterRequest req{src->reg.handle, {}, 37, sharding};
     std::vector<size_t> peer_of;
     for (size_t t = 0; t < 48; ++t) {
-      const size_t peer = (t * 5) % kPeers;
+      const size_t peer = (t * 5) % kBarrierPeers;
       const uint64_t length = 1000 + 97 * t;
-      const ScatterTarget target{length, 4096 * t, 9000 * t + 13, names[peer][(t / kPeers) % names[peer].size()], 0};
+      const ScatterTarget target{length, 4096 * t, 9000 * t + 13, names[peer][(t / kBarrierPeers) % names[peer].size()], 0};
       req.targets.push_back(target);
       peer_of.push_back(peer);
       shadows[peer].write(*src, target.src_offset, target.dst_offset, target.length);
     }
-    std::vector<uint64_t> expected(kPeers, 0);
+    std::vector<uint64_t> expected(kBarrierPeers, 0);
     for (size_t t = 0; t < req.targets.size(); ++t) expected[peer_of[t]] += 2 * imm_count_of(req, t, domains());
 
     ASSERT_TRUE(engine->submit_scatter(req, out.sink(0)).ok());
@@ -136,7 +136,7 @@ TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
 TEST_P(ScatterTest, BarrierReachesEveryPeerOnce) {
   std::vector<std::unique_ptr<AgentProcess>> agents;
   std::vector<MrDesc> descs;
-  for (size_t i = 0; i < kPeers; ++i) {
+  for (size_t i = 0; i < kBarrierPeers; ++i) {
     agents.push_back(std::make_unique<AgentProcess>(GetParam(), 4096));
     ASSERT_TRUE(agents.back()->started());
     descs.push_back(agents.back()->desc());
@@ -145,9 +145,9 @@ TEST_P(ScatterTest, BarrierReachesEveryPeerOnce) {
   auto engine = make_engine();
   ASSERT_TRUE(engine);
   ASSERT_TRUE(engine->submit_barrier(41, descs, out.sink(0)).ok());
-  for (size_t p = 0; p < kPeers; ++p) EXPECT_TRUE(agents[p]->expect_imms(41, kImmCountOfBarrierPerPeer)) << "peer " << p;
+  for (size_t p = 0; p < kBarrierPeers; ++p) EXPECT_TRUE(agents[p]->expect_imms(41, kImmCountOfBarrierPerPeer)) << "peer " << p;
   EXPECT_TRUE(out.all_ok());
-  for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->quiet(41, 0), "ok") << "peer " << p;
+  for (size_t p = 0; p < kBarrierPeers; ++p) EXPECT_EQ(agents[p]->quiet(41, 0), "ok") << "peer " << p;
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, ScatterTest, ::testing::ValuesIn(provider_matrix()), matrix_name);

@@ -10,12 +10,6 @@ namespace {
 
 using SendRecvTest = EngineTest;
 
-std::string message_hash(uint64_t seed, size_t len) {
-  std::vector<uint8_t> m(len);
-  tools::fill_pattern(m.data(), len, seed);
-  return hash_hex(m.data(), len) + ":" + std::to_string(len);
-}
-
 // Messages of many sizes (0 B to 64 KiB) arrive whole, each exactly once, through fewer
 // receive buffers than messages (so buffers are re-posted), and replies come back.
 TEST_P(SendRecvTest, MessagesBothWays) {

@@ -12,12 +12,6 @@ namespace {
 
 using ZeroCopyTest = EngineTest;
 
-std::string message_hash(uint64_t seed, size_t len) {
-  std::vector<uint8_t> m(len);
-  tools::fill_pattern(m.data(), len, seed);
-  return hash_hex(m.data(), len) + ":" + std::to_string(len);
-}
-
 // kSlots sends in flight from kSlots places of one registered region; each completion refills its
 // place with the next message and sends it again (from the callback). Every message arrives whole
 // and exactly once, as it was when it was submitted.

@@ -2,12 +2,14 @@
 """Proves that includes can only run downward (cmake/Layers.cmake, docs/architecture.md).
 
 For one source file of each layer it takes that file's real compile command from the build's
-compile_commands.json and compiles a one-line file including a header: every header of a layer
-below must be found, every header of a layer above or beside must not ("No such file"). A
-wrong-way include in the code would fail the build the same way.
+compile_commands.json (in a unity build, the command of the batch file that includes it) and
+compiles a one-line file including a header: every header of a layer below must be found, every
+header of a layer above or beside must not ("No such file"). A wrong-way include in the code would
+fail the build the same way. The checks run in parallel, one per core.
 
 Usage: check_layers.py BUILD_DIR SOURCE_DIR
 """
+import concurrent.futures
 import json
 import os
 import shlex
@@ -63,12 +65,25 @@ RULES = {
 }
 
 
+def unity_batch_includes(entry, path):
+    """True when `entry` compiles a unity batch file (CMAKE_UNITY_BUILD) that includes `path`."""
+    if "/Unity/" not in entry["file"]:
+        return False
+    try:
+        with open(entry["file"]) as f:
+            return any(line.startswith("#include") and os.path.realpath(line.split('"')[1]) == path
+                       for line in f if '"' in line)
+    except OSError:
+        return False
+
+
 def compile_command(db, source_dir, rel):
-    path = os.path.join(source_dir, rel)
-    for entry in db:
-        if os.path.realpath(entry["file"]) == os.path.realpath(path):
-            args = entry.get("arguments") or shlex.split(entry["command"])
-            return args, entry["directory"]
+    path = os.path.realpath(os.path.join(source_dir, rel))
+    for match in (lambda e: os.path.realpath(e["file"]) == path, lambda e: unity_batch_includes(e, path)):
+        for entry in db:
+            if match(entry):
+                args = entry.get("arguments") or shlex.split(entry["command"])
+                return args, entry["directory"]
     return None, None
 
 
@@ -83,7 +98,7 @@ def compiles(args, directory, header):
         if a in ("-o", "-c", "-MF", "-MT", "-MQ"):
             skip = True
             continue
-        if a.endswith((".cc", ".cpp", ".cu")) or a in ("-MD", "-MMD"):
+        if a.endswith((".cc", ".cpp", ".cu", ".cxx")) or a in ("-MD", "-MMD"):
             continue
         out.append(a)
     with tempfile.NamedTemporaryFile("w", suffix=".cc", delete=False) as f:
@@ -101,26 +116,25 @@ def main():
     with open(os.path.join(build_dir, "compile_commands.json")) as f:
         db = json.load(f)
     failures = 0
-    checks = 0
+    probes = []  # (layer's source, header, must it compile, its compile command, directory)
     for rel, (allowed, forbidden) in RULES.items():
         args, directory = compile_command(db, source_dir, rel)
         if args is None:
             print("layers: no compile command for %s" % rel)
             failures += 1
             continue
-        for h in allowed:
-            ok, err = compiles(args, directory, h)
-            checks += 1
-            if not ok:
-                failures += 1
-                print("layers: %s cannot include %s, a layer below it:\n%s" % (rel, h, err[-800:]))
-        for h in forbidden:
-            ok, err = compiles(args, directory, h)
-            checks += 1
-            if ok or "No such file" not in err:
-                failures += 1
-                print("layers: %s can include %s, which is not below it" % (rel, h))
-    print("layers: %d checks, %d failed" % (checks, failures))
+        probes += [(rel, h, True, args, directory) for h in allowed]
+        probes += [(rel, h, False, args, directory) for h in forbidden]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = list(pool.map(lambda p: compiles(p[3], p[4], p[1]), probes))
+    for (rel, h, allowed, _, _), (ok, err) in zip(probes, results):
+        if allowed and not ok:
+            failures += 1
+            print("layers: %s cannot include %s, a layer below it:\n%s" % (rel, h, err[-800:]))
+        elif not allowed and (ok or "No such file" not in err):
+            failures += 1
+            print("layers: %s can include %s, which is not below it" % (rel, h))
+    print("layers: %d checks, %d failed" % (len(probes), failures))
     return 1 if failures else 0
 
 

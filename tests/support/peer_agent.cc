@@ -52,6 +52,12 @@ std::vector<ProviderConfig> provider_matrix() {
 
 std::string hash_hex(const uint8_t* p, size_t n) { return tools::fnv1a_hex(p, n); }
 
+std::string message_hash(uint64_t seed, size_t len) {
+  std::vector<uint8_t> m(len);
+  tools::fill_pattern(m.data(), len, seed);
+  return hash_hex(m.data(), len) + ":" + std::to_string(len);
+}
+
 // --- test side --------------------------------------------------------------------------------
 
 AgentProcess::AgentProcess(const ProviderConfig& config, size_t region_bytes) {

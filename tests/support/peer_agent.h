@@ -93,5 +93,8 @@ class AgentProcess {
 
 // Hex FNV-1a of bytes, matching AgentProcess::hash (tools::fnv1a_hex).
 std::string hash_hex(const uint8_t* p, size_t n);
+// hash_hex of the `len` pattern bytes of `seed` (tools::fill_pattern), then ":" and `len`: how a
+// test names a message it sends, to match it against the one that arrived.
+std::string message_hash(uint64_t seed, size_t len);
 
 }  // namespace fabric_lib::testing

@@ -9,7 +9,7 @@
 namespace fabric_lib {
 namespace {
 
-std::unique_ptr<TransferEngine> tcp_engine() {
+std::unique_ptr<TransferEngine> two_domain_tcp_engine() {
   auto e = TransferEngineBuilder().provider("tcp").interfaces({"lo"}).domains_per_group(2).build();
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -30,9 +30,9 @@ ErrorCode code_of(const Result<T>& r) {
 class FormsBadInput : public ::testing::Test {
  protected:
   void SetUp() override {
-    target = tcp_engine();
-    engine = tcp_engine();
-    other = tcp_engine();
+    target = two_domain_tcp_engine();
+    engine = two_domain_tcp_engine();
+    other = two_domain_tcp_engine();
     ASSERT_TRUE(target && engine && other);
     auto d = target->register_memory(dst.data(), dst.size(), Access::kRemoteWrite);
     ASSERT_TRUE(d.ok());

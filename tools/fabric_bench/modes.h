@@ -2,6 +2,7 @@
 // iteration at the target before it measures, and appends one Row per measured point.
 #pragma once
 
+#include <chrono>
 #include <vector>
 
 #include "fabric_bench/initiator.h"
@@ -26,6 +27,9 @@ Status run_prepared_mode(Initiator& init, std::vector<Row>& rows);
 Status run_metrics_mode(Initiator& init, std::vector<Row>& rows);
 
 // --- shared by the modes (regions.cc) -------------------------------------------------------------
+
+// How long a mode waits for one verification, burst or drain before it fails the run.
+inline constexpr auto kModeTimeout = std::chrono::seconds(30);
 
 // A patterned source region on the initiator and a zeroed target region, both registered with the
 // engine and the raw endpoints (the raw endpoints connected to the target's).

@@ -28,7 +28,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kPage = 4096;
 constexpr size_t kBursts = 10;  // timed bursts per form, alternating, after one untimed burst each
-constexpr auto kTimeout = std::chrono::seconds(30);
 
 double thread_cpu_us() {
   timespec ts{};
@@ -59,7 +58,7 @@ Status burst(size_t n, CallTimes* times, const char* what, Build&& build, Submit
       times->cpu_us.push_back(c1 - c0);
     }
   }
-  if (!done.wait_for(n, std::chrono::duration_cast<std::chrono::milliseconds>(kTimeout))) {
+  if (!done.wait_for(n, std::chrono::duration_cast<std::chrono::milliseconds>(kModeTimeout))) {
     return Status(ErrorCode::kDeadlineExceeded, std::string(what) + ": a burst did not complete");
   }
   if (done.errors.load() != 0) return Status(ErrorCode::kProviderError, std::string(what) + " failed");

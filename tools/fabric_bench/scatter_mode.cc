@@ -17,7 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kWarmup = 10;
-constexpr auto kTimeout = std::chrono::seconds(30);
 
 std::string us_text(const std::optional<LatencySummary>& s) {
   char buf[96];
@@ -86,7 +85,7 @@ Status run_scatter_mode(Initiator& init, std::vector<Row>& rows) {
       CompletionCounter done;
       Result<TransferId> id = engine.submit_scatter(std::move(r), Completion::counter(done));
       if (!id.ok()) return id.status();
-      if (!done.wait_for(1, kTimeout) || done.errors.load() != 0) return Status(ErrorCode::kProviderError, "verification scatter failed");
+      if (!done.wait_for(1, kModeTimeout) || done.errors.load() != 0) return Status(ErrorCode::kProviderError, "verification scatter failed");
     }
     for (size_t t = 0; t < peers; ++t) {
       reply = init.peer().call("peer_check " + std::to_string(t) + " " + std::to_string(imm) + " " +
@@ -123,14 +122,14 @@ Status run_scatter_mode(Initiator& init, std::vector<Row>& rows) {
         // time slice to the measurement.
         for (uint64_t n = 0; pass == 0 && engine.stats().wrs_posted < base + wrs; ++n) {
           if (done.finished() > 0) break;  // failed before posting everything
-          if ((n & 4095) == 4095 && Clock::now() - t0 > kTimeout) {
+          if ((n & 4095) == 4095 && Clock::now() - t0 > kModeTimeout) {
             return Status(ErrorCode::kDeadlineExceeded, "scatter WRs were never posted");
           }
         }
         const auto t1 = Clock::now();
         uint32_t spins = 0;
         while (done.finished() < 1) {
-          if (Clock::now() - t0 > kTimeout) return Status(ErrorCode::kDeadlineExceeded, "scatter did not complete");
+          if (Clock::now() - t0 > kModeTimeout) return Status(ErrorCode::kDeadlineExceeded, "scatter did not complete");
           relax(spins);
         }
         const auto t2 = Clock::now();

@@ -1,10 +1,10 @@
 // IpcDomain: operations — posting writes and messages, copies, the per-peer outboxes of imms
 // and message fragments, and failing the operations of a peer that is gone.
-#include <time.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "transport/ipc/ipc_domain.h"
 
@@ -13,12 +13,6 @@ namespace {
 
 // Without pidfds, how often a peer's process is looked up in /proc at most.
 constexpr int64_t kFullCheckNs = 10'000'000;
-
-int64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
 
 // `n` elements of the copy engine's room when it offered that many, else of `own` (grown as
 // needed, reused).
@@ -353,7 +347,7 @@ bool IpcDomain::owner_exited(Peer& peer) {
     peer.checked_pass = pass_;
     exited = peer.exited_seen = watched_process_exited(peer.watch_fd);
   } else {
-    const int64_t now = now_ns();
+    const int64_t now = monotonic_ns();
     if (now - peer.last_check_ns < kFullCheckNs) return false;
     peer.last_check_ns = now;
     exited = !process_alive(peer.address.owner.pid, peer.address.owner.start_time);

@@ -1,8 +1,8 @@
 // IpcDomain: poll() and the owner's side of the ring — imms and message fragments pushed by
 // peers become events; slots claimed by producers that died are skipped; the worker may sleep
 // on the wake-up FIFO once nothing is pending.
-#include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "transport/ipc/ipc_domain.h"
 
@@ -13,12 +13,6 @@ constexpr int64_t kSweepIntervalNs = 20'000'000;        // liveness of peers wit
 constexpr int64_t kPartialCheckIntervalNs = 500'000'000; // senders of half-received messages
 constexpr int64_t kBlockedSlotCheckNs = 5'000'000;       // a claimed, unpublished slot this old: is its producer alive?
 constexpr uint64_t kPollsPerClockRead = 16;               // for the two checks above
-
-int64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
 
 bool pid_alive(uint32_t pid) { return process_start_time(pid).ok(); }
 
@@ -38,7 +32,7 @@ size_t IpcDomain::poll(std::vector<Event>& out, size_t max) {
   // read for them on every 16th poll only (a profile of a spinning worker on the GPU host put
   // 8-22 % of its samples in clock reads, and a group of 4 domains read it here 4 times a pass).
   const bool timed_work = (ops_.in_use() || assembler_.partial_count()) && pass_ % kPollsPerClockRead == 0;
-  const int64_t now = timed_work ? now_ns() : 0;
+  const int64_t now = timed_work ? monotonic_ns() : 0;
   if (timed_work && ops_.in_use() && now >= next_sweep_ns_) {
     next_sweep_ns_ = now + kSweepIntervalNs;
     sweep_peers(now);
@@ -101,7 +95,7 @@ size_t IpcDomain::consume_ring(std::vector<Event>& out, size_t max) {
 void IpcDomain::on_blocked_slot(uint32_t claimer) {
   // Normally a claim is published within nanoseconds; one that stays is a producer that died
   // between claiming and publishing (or one that is paused: then it must be waited for).
-  const int64_t now = now_ns();
+  const int64_t now = monotonic_ns();
   if (blocked_position_ != consumer_.position()) {
     blocked_position_ = consumer_.position();
     blocked_since_ns_ = now;
