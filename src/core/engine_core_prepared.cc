@@ -145,12 +145,16 @@ Result<TransferId> EngineCore::submit_prepared(const PreparedScatter::Data& p, s
   RequestPool::Ptr r = take_request(std::move(done), p.src, imm);
   if (!r) return RequestPool::too_many_requests();
   const RequestPlacement where = place(p.route, group);
+  planner::ScatterPlanner planner(p.sharding, p.route, num_domains(), where.start, where.placement);
   for (size_t i = 0; i < slices.size(); ++i) {
     const ScatterSlice& s = slices[i];
-    if (s.length == 0 && !imm) continue;  // nothing to write and no imm to deliver
+    if (s.length == 0 && !imm) {  // nothing to write and no imm to deliver
+      planner.pass();
+      continue;
+    }
     const PreparedScatterTarget& t = p.targets[i];
-    planner::plan_scatter_piece({static_cast<uint32_t>(i), s.length, t.src_offset + s.offset_in_src, t.dst_offset + s.offset_in_dst},
-                                p.sharding, p.route, num_domains(), where.start, r->wrs, where.placement);
+    planner.add({static_cast<uint32_t>(i), s.length, t.src_offset + s.offset_in_src, t.dst_offset + s.offset_in_dst},
+                r->wrs);
   }
   for (planner::WrPlan& w : r->wrs) w.target = p.targets[w.target].peer;  // WRs name the group's peers
   r->group = p.peers;

@@ -102,12 +102,46 @@ void plan_scatter_piece(const ScatterPiece& target, ScatterSharding sharding, co
   }
 }
 
+DomainRotor::DomainRotor(const Route& route, size_t domains, uint32_t start, size_t limit) {
+  if (const Pinned* p = std::get_if<Pinned>(&route)) {
+    fixed_ = p->domain;
+  } else if (domains > 0) {
+    rotates_ = true;
+    domains_ = domains;
+    limit_ = limit;
+    base_ = start % domains;
+    domain_ = base_;
+  }
+}
+
+ScatterPlanner::ScatterPlanner(ScatterSharding sharding, const Route& route, size_t domains, uint32_t start,
+                               Placement placement)
+    : sharding_(sharding),
+      route_(route),
+      domains_(domains),
+      start_(start),
+      placement_(placement),
+      // kByPeer: destination t on domain_of(t, route); kByBytes: its first shard on
+      // domain_of(0, route, domains, start + t), which steps over all the domains.
+      rotor_(route, domains, start, sharding == ScatterSharding::kByPeer ? shard_limit(route, domains) : domains) {}
+
+void ScatterPlanner::add(const ScatterPiece& piece, std::vector<WrPlan>& out) {
+  const uint32_t domain = rotor_.next();
+  // Shorter than two shards: one WR on that domain, whatever the placement (the first case of
+  // for_each_contiguous_piece). Longer: plan_scatter_piece, the one rule for the rest.
+  if (piece.length < 2 * kMinShardBytes) {
+    out.push_back({domain, piece.target, piece.src_offset, piece.dst_offset, piece.length});
+    return;
+  }
+  plan_scatter_piece(piece, sharding_, route_, domains_, start_, out, placement_);
+}
+
 void plan_scatter(const ScatterRequest& request, size_t domains, uint32_t start, std::vector<WrPlan>& out,
                   Placement placement) {
+  ScatterPlanner planner(request.sharding, request.route, domains, start, placement);
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
-    plan_scatter_piece({static_cast<uint32_t>(t), target.length, target.src_offset, target.dst_offset},
-                        request.sharding, request.route, domains, start, out, placement);
+    planner.add({static_cast<uint32_t>(t), target.length, target.src_offset, target.dst_offset}, out);
   }
 }
 

@@ -107,6 +107,48 @@ struct ScatterPiece {
 // Appends the WRs of one scatter destination (the same rule as plan_scatter's, per target).
 void plan_scatter_piece(const ScatterPiece& piece, ScatterSharding sharding, const Route& route, size_t domains,
                         uint32_t start, std::vector<WrPlan>& out, Placement placement = Placement::kRotate);
+// domain_of(i, route, domains, start) for i = 0, 1, 2, ... in turn, a step at a time: a scatter
+// asks it once per destination, and its two divisions were a large part of planning a
+// 64-destination scatter. `limit`: shard_limit(route, domains) gives domain_of's own rotation.
+class DomainRotor {
+ public:
+  DomainRotor(const Route& route, size_t domains, uint32_t start, size_t limit);
+  uint32_t next() {
+    if (!rotates_) return fixed_;
+    const uint32_t d = static_cast<uint32_t>(domain_);
+    if (++step_ == limit_) {  // i % limit wraps: back to start's domain
+      step_ = 0;
+      domain_ = base_;
+    } else if (++domain_ == domains_) {
+      domain_ = 0;
+    }
+    return d;
+  }
+
+ private:
+  bool rotates_ = false;
+  uint32_t fixed_ = 0;  // Pinned's domain, or 0 without domains (as domain_of says)
+  size_t domains_ = 0, limit_ = 1, base_ = 0, domain_ = 0, step_ = 0;
+};
+
+// A scatter's destinations planned in order, 0, 1, 2, ...: each one's WRs are
+// plan_scatter_piece's, its domain stepped rather than computed. Every destination takes its
+// turn: add() it, or pass() one that gets no WRs (an empty prepared slice without an imm).
+class ScatterPlanner {
+ public:
+  ScatterPlanner(ScatterSharding sharding, const Route& route, size_t domains, uint32_t start, Placement placement);
+  // `piece.target` is the destination's index in the sequence.
+  void add(const ScatterPiece& piece, std::vector<WrPlan>& out);
+  void pass() { rotor_.next(); }
+
+ private:
+  ScatterSharding sharding_;
+  const Route& route_;
+  size_t domains_;
+  uint32_t start_;
+  Placement placement_;
+  DomainRotor rotor_;
+};
 // One zero-length WR per peer (imm-only and barrier), peers rotating over domains.
 void plan_imm_only(size_t peers, size_t domains, uint32_t start, std::vector<WrPlan>& out);
 
