@@ -92,6 +92,7 @@ TransferId EngineCore::enqueue(size_t group, RequestPool::Ptr request, const Sub
   } else if (options_.default_timeout.count() > 0) {
     request->deadline_ns = monotonic_ns() + options_.default_timeout.count();
   }
+  if (scope.op() == OpType::kScatter) group_by_target(*request, request->num_targets());
   if (request->needs_grouping()) group_by_domain(*request, num_domains());
   scope.count_submitted();
   workers_[group]->submit(request.release());
@@ -142,22 +143,42 @@ constexpr bool takes_request = !std::is_const_v<std::remove_reference_t<CallerRe
 // A scatter's targets that name one descriptor (a peer's buffer at several offsets, as MoE
 // dispatch names them) are checked once but for their ranges, and share one entry of the
 // request's `targets`: one reference held, one peer lookup, and their WRs may go out as runs.
-// Descriptors are told apart by MrDesc::identity (shared by copies). A small direct-mapped table
-// finds repeats; a collision only costs a second check or entry. Filled twice per submit (the
-// checks, then the entries), it needs no per-target scratch.
+// Descriptors are told apart by MrDesc::identity (shared by copies). A small open-addressed table
+// finds repeats (linear probing from identity_slot(); a direct-mapped table of 16
+// slots collided eight descriptors into 22 entries in engine-overhead-bench, and their WRs took
+// turns); it has at least two slots per target, up to 128, and only those are cleared per submit. A
+// descriptor that finds no free slot within kProbes goes without one: a second check or entry.
+// Filled by the checks, then read for the entries, it needs no per-target scratch.
 class DescTable {
  public:
   struct Slot {
-    const void* identity = nullptr;
-    uint32_t entry = 0;   // its index in the request's targets
-    uint64_t length = 0;  // its region's length
+    const void* identity;
+    uint32_t entry;   // its index in the request's targets
+    uint64_t length;  // its region's length
   };
-  // The slot `identity` maps to: it was filled for that descriptor when slot.identity == identity.
-  Slot& slot(const void* identity) { return slots_[identity_slot<kBits>(identity)]; }
+  static constexpr uint32_t kNoEntry = UINT32_MAX;  // checked, not yet an entry of the request
+  // For `targets` targets; 0: a scatter through a PeerGroup, which uses no table.
+  explicit DescTable(size_t targets)
+      : bits_(targets == 0 ? 0 : targets <= 8 ? 4 : targets <= 16 ? 5 : targets <= 32 ? 6 : 7) {
+    if (bits_ > 0) {
+      for (size_t i = 0; i < (size_t{1} << bits_); ++i) slots_[i].identity = nullptr;
+    }
+  }
+  // The slot holding `identity`, or a free one to fill for it (identity null), or null when
+  // none is near.
+  Slot* find(const void* identity) {
+    const size_t mask = (size_t{1} << bits_) - 1;
+    size_t i = identity_slot(identity, bits_);
+    for (unsigned probe = 0; probe < kProbes; ++probe, i = (i + 1) & mask) {
+      if (slots_[i].identity == identity || slots_[i].identity == nullptr) return &slots_[i];
+    }
+    return nullptr;
+  }
 
  private:
-  static constexpr unsigned kBits = 4;
-  std::array<Slot, size_t{1} << kBits> slots_{};
+  static constexpr unsigned kProbes = 8;
+  unsigned bits_;
+  std::array<Slot, 128> slots_;  // the first 2^bits_ in use; not zeroed as a whole
 };
 }  // namespace
 
@@ -230,7 +251,7 @@ Result<TransferId> EngineCore::submit_scatter(const ScatterRequest& request,
   FABRIC_LIB_RETURN_IF_ERROR(check_route(request.route));
   if (peers && peers->engine != this) return invalid_argument("submit_scatter: the peer group belongs to another engine");
   if (peers && peers->group != group) return invalid_argument("submit_scatter: peer group belongs to another group");
-  DescTable checked;  // without a group: the descriptors checked so far
+  DescTable descs(peers ? 0 : request.targets.size());  // without a group: the descriptors checked so far
   for (size_t t = 0; t < request.targets.size(); ++t) {
     const ScatterTarget& target = request.targets[t];
     // Built only for an error: building it for every target showed in perf of a 64-target submit.
@@ -252,16 +273,16 @@ Result<TransferId> EngineCore::submit_scatter(const ScatterRequest& request,
     }
     if (target.dst.empty()) return invalid_argument(where() + "empty destination descriptor");
     const void* identity = target.dst.identity();
-    DescTable::Slot& seen = checked.slot(identity);
-    if (seen.identity == identity) {
-      if (!fits(target.dst_offset, target.length, seen.length)) {
-        return out_of_range(where() + "destination range " + range_text(target.dst_offset, target.length, seen.length));
+    DescTable::Slot* seen = descs.find(identity);
+    if (seen && seen->identity == identity) {
+      if (!fits(target.dst_offset, target.length, seen->length)) {
+        return out_of_range(where() + "destination range " + range_text(target.dst_offset, target.length, seen->length));
       }
       continue;
     }
     Status s = check_remote(target.dst, target.dst_offset, target.length, group);
     if (!s.ok()) return Status(s.code(), where() + s.message());
-    seen = {identity, 0, target.dst.length()};
+    if (seen) *seen = {identity, DescTable::kNoEntry, target.dst.length()};
   }
   RequestPool::Ptr r = take_request(std::move(done), std::move(src), request.imm);
   if (!r) return RequestPool::too_many_requests();
@@ -272,16 +293,24 @@ Result<TransferId> EngineCore::submit_scatter(const ScatterRequest& request,
     for (planner::WrPlan& w : r->wrs) w.target = request.targets[w.target].peer;
     r->group = std::move(peers);
   } else {
-    DescTable entries;
+    // A target's WRs are planned one after another: the one before's entry serves the rest.
+    uint32_t last_target = UINT32_MAX, last_entry = 0;
     for (planner::WrPlan& w : r->wrs) {
+      if (w.target == last_target) {
+        w.target = last_entry;
+        continue;
+      }
+      last_target = w.target;
       const MrDesc& desc = request.targets[w.target].dst;
       const void* identity = desc.identity();
-      DescTable::Slot& entry = entries.slot(identity);
-      if (entry.identity != identity) {
-        entry = {identity, static_cast<uint32_t>(r->targets.size()), 0};
-        r->targets.push_back(desc);
+      DescTable::Slot* slot = descs.find(identity);  // the checks' slot (or none, as then)
+      if (slot && slot->identity == identity && slot->entry != DescTable::kNoEntry) {
+        w.target = last_entry = slot->entry;
+        continue;
       }
-      w.target = entry.entry;
+      w.target = last_entry = static_cast<uint32_t>(r->targets.size());
+      r->targets.push_back(desc);
+      if (slot && slot->identity == identity) slot->entry = w.target;
     }
   }
   return enqueue(group, std::move(r), scope);

@@ -75,4 +75,27 @@ void group_by_domain(Request& request, size_t domains) {
   wrs.swap(scratch);
 }
 
+void group_by_target(Request& request, size_t targets) {
+  std::vector<planner::WrPlan>& wrs = request.wrs;
+  // The counting array is as long as the targets: not worth it for a few WRs among many targets
+  // (a scatter to some members of a large PeerGroup).
+  if (wrs.size() < 3 || targets < 2 || targets > 2 * wrs.size() + 64) return;
+  // Without a group, each entry of `targets` is a descriptor's first WR: as many as WRs, none repeats.
+  if (!request.group && targets >= wrs.size()) return;
+  thread_local std::vector<uint32_t> next;
+  next.assign(targets + 1, 0);
+  bool together = true;  // each target's WRs already one after another
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    const uint32_t t = wrs[i].target;
+    together = together && (next[t + 1] == 0 || wrs[i - 1].target == t);
+    ++next[t + 1];
+  }
+  if (together) return;
+  for (size_t t = 0; t < targets; ++t) next[t + 1] += next[t];
+  thread_local std::vector<planner::WrPlan> scratch;
+  scratch.resize(wrs.size());
+  for (const planner::WrPlan& w : wrs) scratch[next[w.target]++] = w;
+  wrs.swap(scratch);
+}
+
 }  // namespace fabric_lib::detail

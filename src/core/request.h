@@ -125,5 +125,11 @@ struct Request {
 // Orders `wrs` by domain (stable, a counting sort: no allocation once warm) and fills domain_begin
 // for `domains` domains.
 void group_by_domain(Request& request, size_t domains);
+// Orders a scatter's WRs by target (stable, a counting sort over `targets` entries: no allocation
+// once warm) when some target's WRs are not already together — as when the targets take turns
+// among a few peers (MoE dispatch): WRs to one destination with one length then go out as runs
+// (one record, one provider call: GroupWorker::post_run) instead of one by one. A scatter promises
+// no order among its WRs; each target's own WRs keep theirs. Before group_by_domain (stable too).
+void group_by_target(Request& request, size_t targets);
 
 }  // namespace fabric_lib::detail

@@ -235,7 +235,8 @@ TEST_P(SteadyStateAllocTest, ScattersWithDescriptorsAllocateNothing) {
 
 TEST_P(SteadyStateAllocTest, AKeptScatterSubmittedAgainAllocatesNothing) {
   // One scatter kept by the caller, its targets alternating between the destination's descriptor
-  // and a separately decoded copy (equal, another identity: two entries of the request).
+  // and a separately decoded copy (equal, another identity: two entries of the request, whose
+  // WRs take turns and are grouped by target — group_by_target — on every submit).
   Result<MrDesc> decoded = MrDesc::from_bytes(dst_mr_.desc.to_bytes());
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   ScatterRequest kept{src_mr_.handle, {}, 7};

@@ -12,8 +12,8 @@
 // WRs. One thread submits and reaps with progress() (caller-thread posting; the worker idles).
 // Prints ns per WR for single writes, 64-page paged writes, 4096-page paged writes (a KV layer's
 // shape: requests scaled so the point posts as many WRs as the 64-page one) and 64-target scatters (with
-// descriptors — to one peer, and to 8 peers in turn — and through a PeerGroup of one and of 8
-// peers), and MET/MISSED
+// descriptors — to one peer, to 8 peers in turn, and to 64 descriptors of their own — and through
+// a PeerGroup of one and of 8 peers), and MET/MISSED
 // against the hot-path issue's target (engine work per WR <= 100 ns). Two more points run on a
 // second engine of 4 one-medium domains (InstantDomain's ipc-like mode: a run of WRs completes as
 // one event; its domains take a WR's imm count, as the ipc backend's do): a 256 KiB single write
@@ -180,6 +180,10 @@ int run(const Options& o) {
     for (size_t i = g; i < kPages; i += kPeers) to_peers.targets[i].dst = r->desc;
     peer_descs.push_back(r->desc);
   }
+  // And with a descriptor of its own per target (decoded copies: equal, another identity), as
+  // fabric-bench's 64-peer scatter names 64: no two targets share an entry of the request.
+  ScatterRequest to_descs = to_peers;
+  for (size_t i = 0; i < kPages; ++i) to_descs.targets[i].dst = MrDesc::from_bytes(peer_descs[i % kPeers].to_bytes()).value();
   // And through a PeerGroup of those 8 peers, taking turns the same way. (The group scatter
   // above names one member: its WRs all go to one peer and are posted as one run.)
   Result<PeerGroup> peer_group = engine.add_peer_group(peer_descs);
@@ -228,6 +232,7 @@ int run(const Options& o) {
                                {"paged 4096 x 4 KiB", kLayerPages},
                                {"scatter 64 x 4 KiB", kPages},
                                {"scatter 64 x 4 KiB to 8 peers", kPages},
+                               {"scatter 64 x 4 KiB to 64 descriptors", kPages},
                                {"group scatter 64 x 4 KiB", kPages},
                                {"group scatter 64 x 4 KiB to 8 peers", kPages},
                                {"one medium: 256 KiB default", shards},
@@ -261,6 +266,8 @@ int run(const Options& o) {
                             ? engine_ns_per_wr(engine, po, kLayerPages, [&](Completion c) { return engine.submit_paged_writes(layer, c); })
                         : std::string(p.name).starts_with("paged")
                             ? engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_paged_writes(paged, c); })
+                        : std::string(p.name).ends_with("descriptors")
+                            ? engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_scatter(to_descs, c); })
                         : std::string(p.name) == "group scatter 64 x 4 KiB to 8 peers"
                             ? engine_ns_per_wr(engine, o, kPages, [&](Completion c) { return engine.submit_scatter(grouped_to_peers, c); })
                         : std::string(p.name).ends_with("peers")

@@ -20,6 +20,8 @@ TEST(IdentitySlot, AnIdentityAlwaysTakesOneSlotInsideTheTable) {
     EXPECT_LT(identity_slot<4>(at(a)), 16u);
     EXPECT_LT(identity_slot<8>(at(a)), 256u);
     EXPECT_EQ(identity_slot<8>(at(a)), identity_slot<8>(at(a)));
+    EXPECT_EQ(identity_slot(at(a), 8), identity_slot<8>(at(a)));  // the run-time form, the same slot
+    EXPECT_EQ(identity_slot(at(a), 5), identity_slot<5>(at(a)));
   }
 }
 

@@ -2,7 +2,9 @@
 // script in front of the writer's domain. A paged write's pages go as one page run
 // (Domain::post_pages), its first page included. A scatter's WRs to several targets go as batches
 // after its first WR, which goes alone and at once (GroupWorker::post_batch: one
-// Domain::post_writes call, one watchdog bracket, a WR record each) — and every promise of
+// Domain::post_writes call, one watchdog bracket, a WR record each); targets that take turns
+// among a few descriptors are grouped by descriptor and go as one run each (post_run: one call,
+// one record) — and every promise of
 // posting WR by WR still holds: a batch the provider takes only part of posts the rest later,
 // exactly once; a WR the provider refuses fails the request once, the WRs before it land and none
 // after it is posted; a path's in-flight limit holds inside a batch.
@@ -163,12 +165,14 @@ struct Engines {
     if (writer) writer->stop();
     if (target) target->stop();
   }
-  // Page i of the source to page i at peer peer_of(i), with `imm`: each target differs from the
-  // one before, so no two WRs make a run (post_run) and the worker batches them.
-  ScatterRequest scatter(uint32_t imm, size_t (*peer_of)(uint32_t)) const {
+  // Page i of the source to page i at peer peer_of(i), with `imm`. Each target names a descriptor
+  // of its own (a decoded copy: equal, another identity), so no two WRs make a run (post_run) and
+  // the worker batches them; with `shared`, the targets of one peer name one descriptor.
+  ScatterRequest scatter(uint32_t imm, size_t (*peer_of)(uint32_t), bool shared = false) const {
     ScatterRequest s{src_reg.handle};
     for (uint32_t i = 0; i < kTargets; ++i) {
-      s.targets.push_back({kPage, i * kPage, i * kPage, dst_descs[peer_of(i)], 0});
+      const MrDesc& desc = dst_descs[peer_of(i)];
+      s.targets.push_back({kPage, i * kPage, i * kPage, shared ? desc : MrDesc::from_bytes(desc.to_bytes()).value(), 0});
     }
     s.imm = imm;
     return s;
@@ -247,6 +251,29 @@ TEST(PostingForms, AScattersWrsToSeveralPeersGoInOneCallAfterItsFirst) {
     EXPECT_FALSE(s.script->posted_in_call[0]) << "the first WR waited for a batch";
   }
   ASSERT_TRUE(eventually([&] { return s.target->imms().count(501) == kTargets; }));
+  for (uint32_t i = 0; i < kTargets; ++i) EXPECT_TRUE(s.landed(i, in_turn(i))) << "page " << i;
+}
+
+// Targets taking turns among the peers' descriptors (as MoE dispatch names its peers): the WRs are
+// grouped by descriptor (group_by_target) and each descriptor's four go as one run — one
+// post_writes call each, the request's first WR inside the first — where they went as a batch of
+// WR records; every page lands once, with its imm.
+TEST(PostingForms, TargetsTakingTurnsAmongDescriptorsGoAsOneRunEach) {
+  Engines s;
+  s.start();
+  ASSERT_TRUE(s.writer);
+  auto [status, completions] = run(s, s.scatter(506, in_turn, /*shared=*/true));
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  EXPECT_EQ(completions, 1);
+  {
+    std::lock_guard lock(s.script->mu);
+    EXPECT_EQ(s.script->calls, std::vector<size_t>(kPeers, kTargets / kPeers)) << "not one run per descriptor";
+    EXPECT_EQ(s.script->posted.size(), kTargets);
+    for (uint64_t addr : s.script->posted) EXPECT_EQ(s.script->posted.count(addr), 1u) << "a WR was posted twice";
+  }
+  ASSERT_TRUE(eventually([&] { return s.target->imms().count(506) == kTargets; }));
+  std::this_thread::sleep_for(bounds::kQuiet);
+  EXPECT_EQ(s.target->imms().count(506), kTargets);
   for (uint32_t i = 0; i < kTargets; ++i) EXPECT_TRUE(s.landed(i, in_turn(i))) << "page " << i;
 }
 

@@ -323,6 +323,69 @@ TEST(ShardPlanner, ScatterLongTargetSplitsWrs) {
 }
 
 // plan_imm_only(): one zero-length WR per peer, peers rotating over domains from `start`.
+// plan_scatter() (and a prepared scatter's ScatterPlanner) steps its destinations' domains
+// instead of asking domain_of() for each: the same WRs, in the same order, as
+// plan_scatter_piece() per destination — over more destinations
+// than domains (the rotation wraps), starts past the domain count, every route, both shardings
+// and placements, short and long destinations mixed.
+TEST(ShardPlanner, PlanScatterIsPlanScatterPiecePerDestination) {
+  std::mt19937_64 rng(2027);
+  const std::vector<uint64_t> lengths = {0, 1, 4096, 128 * KiB - 1, 128 * KiB, 300 * KiB, MiB + 3};
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8}, size_t{16}}) {
+    for (const Route& route : test_routes(n == 0 ? 1 : n)) {
+      for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
+        for (planner::Placement placement : {planner::Placement::kRotate, planner::Placement::kFirstDomain}) {
+          ScatterRequest req;
+          req.sharding = sharding;
+          req.route = route;
+          req.imm = 1;
+          const size_t targets = 1 + rng() % 70;
+          for (size_t t = 0; t < targets; ++t) {
+            req.targets.push_back({lengths[rng() % lengths.size()], rng() % MiB, rng() % 5000, {}, 0});
+          }
+          const uint32_t start = static_cast<uint32_t>(rng() % 100);
+          SCOPED_TRACE(std::string(sharding == ScatterSharding::kByPeer ? "byPeer" : "byBytes") + " N=" +
+                       std::to_string(n) + " " + route_name(route) + " start=" + std::to_string(start) +
+                       " targets=" + std::to_string(targets));
+          std::vector<WrPlan> plan, reference;
+          planner::plan_scatter(req, n, start, plan, placement);
+          for (size_t t = 0; t < targets; ++t) {
+            const ScatterTarget& tg = req.targets[t];
+            planner::plan_scatter_piece({static_cast<uint32_t>(t), tg.length, tg.src_offset, tg.dst_offset}, sharding,
+                                        route, n, start, reference, placement);
+          }
+          auto expect_same = [](const std::vector<WrPlan>& got, const std::vector<WrPlan>& want) {
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < got.size(); ++i) {
+              EXPECT_EQ(got[i].domain, want[i].domain) << "WR " << i;
+              EXPECT_EQ(got[i].target, want[i].target) << "WR " << i;
+              EXPECT_EQ(got[i].src_offset, want[i].src_offset) << "WR " << i;
+              EXPECT_EQ(got[i].dst_offset, want[i].dst_offset) << "WR " << i;
+              EXPECT_EQ(got[i].length, want[i].length) << "WR " << i;
+            }
+          };
+          expect_same(plan, reference);
+          // A prepared scatter's planner passes over destinations without WRs: the others keep
+          // their own domains.
+          planner::ScatterPlanner stepping(sharding, route, n, start, placement);
+          std::vector<WrPlan> some, some_reference;
+          for (size_t t = 0; t < targets; ++t) {
+            const ScatterTarget& tg = req.targets[t];
+            const planner::ScatterPiece piece{static_cast<uint32_t>(t), tg.length, tg.src_offset, tg.dst_offset};
+            if (rng() % 3 == 0) {
+              stepping.pass();
+              continue;
+            }
+            stepping.add(piece, some);
+            planner::plan_scatter_piece(piece, sharding, route, n, start, some_reference, placement);
+          }
+          expect_same(some, some_reference);
+        }
+      }
+    }
+  }
+}
+
 TEST(ShardPlanner, ImmOnlyPlan) {
   for (size_t n = 1; n <= 16; ++n) {
     for (size_t peers : {size_t{1}, size_t{3}, size_t{16}, size_t{40}}) {
@@ -389,6 +452,60 @@ TEST(RequestGrouping, GroupByDomain) {
       for (size_t i = 0; i < count; ++i) EXPECT_EQ(ids[i], i);
     }
   }
+}
+
+// group_by_target(): a scatter's WRs stably ordered by target when some target's WRs were apart
+// (each target's own WRs keep their order, nothing lost), then by domain without undoing it;
+// left exactly as they were when each target's WRs are already together, when there are too few
+// WRs, or when the targets are too many for the WRs (a few members of a large PeerGroup).
+TEST(RequestGrouping, GroupByTarget) {
+  std::mt19937 rng(12);
+  for (size_t targets : {size_t{1}, size_t{2}, size_t{8}, size_t{64}}) {
+    for (size_t count : {size_t{0}, size_t{2}, size_t{3}, size_t{64}, size_t{500}}) {
+      detail::Request req;
+      for (size_t i = 0; i < count; ++i) {
+        // Targets taking turns (as MoE dispatch names its peers), domains by index.
+        req.wrs.push_back({static_cast<uint32_t>(i % 4), static_cast<uint32_t>((i + rng() % 2) % targets), i, 0, 1});
+      }
+      const std::vector<WrPlan> before = req.wrs;
+      detail::group_by_target(req, targets);
+      ASSERT_EQ(req.wrs.size(), count);
+      bool apart = false;  // some target's WRs not one after another before
+      for (size_t i = 1; i < count && !apart; ++i) {
+        for (size_t j = 0; j + 1 < i; ++j) apart = apart || (before[j].target == before[i].target && before[i - 1].target != before[i].target);
+      }
+      if (count < 3 || targets < 2 || !apart) {
+        for (size_t i = 0; i < count; ++i) EXPECT_EQ(req.wrs[i].src_offset, before[i].src_offset) << "moved, WR " << i;
+        continue;
+      }
+      for (size_t i = 1; i < count; ++i) {
+        ASSERT_LE(req.wrs[i - 1].target, req.wrs[i].target) << "WR " << i;
+        if (req.wrs[i - 1].target == req.wrs[i].target) {
+          EXPECT_LT(req.wrs[i - 1].src_offset, req.wrs[i].src_offset) << "not stable, WR " << i;
+        }
+      }
+      std::vector<uint64_t> ids;
+      for (const WrPlan& w : req.wrs) {
+        EXPECT_EQ(w.domain, w.src_offset % 4) << "a WR's fields travel together";
+        EXPECT_EQ(w.target, before[w.src_offset].target);
+        ids.push_back(w.src_offset);
+      }
+      std::sort(ids.begin(), ids.end());
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(ids[i], i);
+      // Grouped by domain afterwards, each domain's WRs stay by target.
+      detail::group_by_domain(req, 4);
+      for (uint32_t d = 0; d < 4; ++d) {
+        for (uint32_t i = req.domain_begin[d] + 1; i < req.domain_begin[d + 1]; ++i) {
+          EXPECT_LE(req.wrs[i - 1].target, req.wrs[i].target) << "domain " << d << " WR " << i;
+        }
+      }
+    }
+  }
+  // Many more targets than WRs: not worth a counting array, left as they were.
+  detail::Request few;
+  for (uint32_t i = 0; i < 6; ++i) few.wrs.push_back({0, i % 2 == 0 ? 0u : 999u, i, 0, 1});
+  detail::group_by_target(few, 1000);
+  for (uint32_t i = 0; i < 6; ++i) EXPECT_EQ(few.wrs[i].src_offset, i);
 }
 
 // A recycled request keeps its vectors: one WR on each domain in turn (EngineCore::enqueue does
