@@ -99,6 +99,9 @@ struct ScatterTarget {
 class PeerGroup;
 
 // One local region written to many destinations (e.g. MoE dispatch), completing as one request.
+// Each target's WRs are posted in order; WRs of different targets in any order — targets that
+// take turns among a few descriptors (or group members) have their WRs grouped by target, so those
+// to one destination go to the provider together.
 struct ScatterRequest {
   MrHandle src;
   std::vector<ScatterTarget> targets;
