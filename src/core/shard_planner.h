@@ -143,7 +143,7 @@ class ScatterPlanner {
 
  private:
   ScatterSharding sharding_;
-  const Route& route_;
+  const Route& route_;  // the request's (or prepared scatter's), which outlives the planner
   size_t domains_;
   uint32_t start_;
   Placement placement_;
