@@ -47,6 +47,15 @@ WriteRequest random_write(uint64_t len, const Route& route, std::mt19937_64& rng
 
 // plan_write(): every source and destination byte exactly once, offsets shifted by the request's,
 // one target, domains as plan_contiguous() assigns them.
+// A scatter without targets yet: its sharding, route and imm.
+ScatterRequest scatter_request(ScatterSharding sharding, const Route& route, uint32_t imm) {
+  ScatterRequest req;
+  req.sharding = sharding;
+  req.route = route;
+  req.imm = imm;
+  return req;
+}
+
 TEST(ShardPlanner, PlanWriteCoversEveryByteOnce) {
   std::mt19937_64 rng(99);
   for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8}, size_t{16}}) {
@@ -233,10 +242,7 @@ TEST(ShardPlanner, PlanScatterAndImmCounts) {
   for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{16}}) {
     for (const Route& route : test_routes(n)) {
       for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
-        ScatterRequest req;
-        req.sharding = sharding;
-        req.route = route;
-        req.imm = 3;
+        ScatterRequest req = scatter_request(sharding, route, 3);
         const size_t targets = 1 + rng() % 12;
         for (size_t t = 0; t < targets; ++t) {
           ScatterTarget tg;
@@ -335,10 +341,7 @@ TEST(ShardPlanner, PlanScatterIsPlanScatterPiecePerDestination) {
     for (const Route& route : test_routes(n == 0 ? 1 : n)) {
       for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
         for (planner::Placement placement : {planner::Placement::kRotate, planner::Placement::kFirstDomain}) {
-          ScatterRequest req;
-          req.sharding = sharding;
-          req.route = route;
-          req.imm = 1;
+          ScatterRequest req = scatter_request(sharding, route, 1);
           const size_t targets = 1 + rng() % 70;
           for (size_t t = 0; t < targets; ++t) {
             req.targets.push_back({lengths[rng() % lengths.size()], rng() % MiB, rng() % 5000, {}, 0});
