@@ -96,7 +96,10 @@ void plan_scatter_piece(const ScatterPiece& target, ScatterSharding sharding, co
     out.push_back({p.domain, target.target, target.src_offset + p.offset, target.dst_offset + p.offset, p.length});
   };
   if (sharding == ScatterSharding::kByBytes) {
-    for_each_contiguous_piece(target.length, route, domains, start + target.target, emit, placement);
+    // Destination t's first shard on (start + t) % domains, summed in 64 bits: a 32-bit sum wraps
+    // once the group's start counter nears 2^32 submits, and ScatterPlanner's stepping does not.
+    const uint32_t first = domains == 0 ? 0 : static_cast<uint32_t>((uint64_t{start} + target.target) % domains);
+    for_each_contiguous_piece(target.length, route, domains, first, emit, placement);
   } else {
     for_each_contiguous_piece(target.length, Pinned{domain_of(target.target, route, domains, start)}, domains, 0, emit);
   }

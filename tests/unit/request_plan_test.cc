@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/peer_group_data.h"
 #include "core/request.h"
 #include "core/shard_planner.h"
 #include "fabric_lib/requests.h"
@@ -332,8 +333,8 @@ TEST(ShardPlanner, ScatterLongTargetSplitsWrs) {
 // plan_scatter() (and a prepared scatter's ScatterPlanner) steps its destinations' domains
 // instead of asking domain_of() for each: the same WRs, in the same order, as
 // plan_scatter_piece() per destination — over more destinations
-// than domains (the rotation wraps), starts past the domain count, every route, both shardings
-// and placements, short and long destinations mixed.
+// than domains (the rotation wraps), starts past the domain count and near 2^32, every route,
+// both shardings and placements, short and long destinations mixed.
 TEST(ShardPlanner, PlanScatterIsPlanScatterPiecePerDestination) {
   std::mt19937_64 rng(2027);
   const std::vector<uint64_t> lengths = {0, 1, 4096, 128 * KiB - 1, 128 * KiB, 300 * KiB, MiB + 3};
@@ -346,7 +347,9 @@ TEST(ShardPlanner, PlanScatterIsPlanScatterPiecePerDestination) {
           for (size_t t = 0; t < targets; ++t) {
             req.targets.push_back({lengths[rng() % lengths.size()], rng() % MiB, rng() % 5000, {}, 0});
           }
-          const uint32_t start = static_cast<uint32_t>(rng() % 100);
+          // Small starts, and starts whose sum with a destination index passes 2^32 (the group's
+          // start counter after 2^32 submits).
+          const uint32_t start = rng() % 2 == 0 ? static_cast<uint32_t>(rng() % 100) : UINT32_MAX - static_cast<uint32_t>(rng() % 40);
           SCOPED_TRACE(std::string(sharding == ScatterSharding::kByPeer ? "byPeer" : "byBytes") + " N=" +
                        std::to_string(n) + " " + route_name(route) + " start=" + std::to_string(start) +
                        " targets=" + std::to_string(targets));
@@ -460,55 +463,102 @@ TEST(RequestGrouping, GroupByDomain) {
 // group_by_target(): a scatter's WRs stably ordered by target when some target's WRs were apart
 // (each target's own WRs keep their order, nothing lost), then by domain without undoing it;
 // left exactly as they were when each target's WRs are already together, when there are too few
-// WRs, or when the targets are too many for the WRs (a few members of a large PeerGroup).
+// WRs, when the targets are too many for the WRs (a few members of a large PeerGroup), and —
+// without a group, where each entry of the request's targets is some WR's own descriptor — when
+// there are as many entries as WRs (none can repeat). Inputs as the engine makes them: without a
+// group every entry has a WR; with one, WRs name any members.
 TEST(RequestGrouping, GroupByTarget) {
   std::mt19937 rng(12);
-  for (size_t targets : {size_t{1}, size_t{2}, size_t{8}, size_t{64}}) {
-    for (size_t count : {size_t{0}, size_t{2}, size_t{3}, size_t{64}, size_t{500}}) {
-      detail::Request req;
-      for (size_t i = 0; i < count; ++i) {
-        // Targets taking turns (as MoE dispatch names its peers), domains by index.
-        req.wrs.push_back({static_cast<uint32_t>(i % 4), static_cast<uint32_t>((i + rng() % 2) % targets), i, 0, 1});
-      }
-      const std::vector<WrPlan> before = req.wrs;
-      detail::group_by_target(req, targets);
-      ASSERT_EQ(req.wrs.size(), count);
-      bool apart = false;  // some target's WRs not one after another before
-      for (size_t i = 1; i < count && !apart; ++i) {
-        for (size_t j = 0; j + 1 < i; ++j) apart = apart || (before[j].target == before[i].target && before[i - 1].target != before[i].target);
-      }
-      if (count < 3 || targets < 2 || !apart) {
-        for (size_t i = 0; i < count; ++i) EXPECT_EQ(req.wrs[i].src_offset, before[i].src_offset) << "moved, WR " << i;
-        continue;
-      }
-      for (size_t i = 1; i < count; ++i) {
-        ASSERT_LE(req.wrs[i - 1].target, req.wrs[i].target) << "WR " << i;
-        if (req.wrs[i - 1].target == req.wrs[i].target) {
-          EXPECT_LT(req.wrs[i - 1].src_offset, req.wrs[i].src_offset) << "not stable, WR " << i;
+  int sorted_cases = 0, kept_cases = 0;  // the draws reach both outcomes, with and without a group
+  int sorted_grouped = 0;
+  for (int seed = 0; seed < 40; ++seed) {
+    for (bool grouped : {false, true}) {
+      for (size_t count : {size_t{0}, size_t{2}, size_t{3}, size_t{8}, size_t{64}, size_t{500}}) {
+        // Without a group, 1..count entries; with one, 1..(2 * count + 100) members, so some
+        // draws pass the "too many targets" bound (2 * count + 64).
+        const size_t targets = grouped ? 1 + rng() % (2 * count + 100) : 1 + (count == 0 ? 0 : rng() % count);
+        detail::Request req;
+        if (grouped) req.group = std::make_shared<const PeerGroup::Data>();
+        for (size_t i = 0; i < count; ++i) {
+          // Targets taking turns (as MoE dispatch names its peers), or drawn at random, or held
+          // for a while; domains by index.
+          const uint32_t t = seed % 3 == 0 ? static_cast<uint32_t>((i + rng() % 2) % targets)
+                             : seed % 3 == 1 ? static_cast<uint32_t>(rng() % targets)
+                                             : static_cast<uint32_t>((i / 5) % targets);
+          req.wrs.push_back({static_cast<uint32_t>(i % 4), t, i, 0, 1});
         }
-      }
-      std::vector<uint64_t> ids;
-      for (const WrPlan& w : req.wrs) {
-        EXPECT_EQ(w.domain, w.src_offset % 4) << "a WR's fields travel together";
-        EXPECT_EQ(w.target, before[w.src_offset].target);
-        ids.push_back(w.src_offset);
-      }
-      std::sort(ids.begin(), ids.end());
-      for (size_t i = 0; i < count; ++i) ASSERT_EQ(ids[i], i);
-      // Grouped by domain afterwards, each domain's WRs stay by target.
-      detail::group_by_domain(req, 4);
-      for (uint32_t d = 0; d < 4; ++d) {
-        for (uint32_t i = req.domain_begin[d] + 1; i < req.domain_begin[d + 1]; ++i) {
-          EXPECT_LE(req.wrs[i - 1].target, req.wrs[i].target) << "domain " << d << " WR " << i;
+        if (!grouped && count > 0) {  // every entry is some WR's descriptor: a missing one takes a WR from a repeated one
+          std::vector<uint32_t> uses(targets, 0);
+          for (const WrPlan& w : req.wrs) ++uses[w.target];
+          size_t from = 0;
+          for (uint32_t t = 0; t < targets; ++t) {
+            if (uses[t] > 0) continue;
+            while (uses[req.wrs[from].target] < 2) ++from;  // targets <= count: one exists
+            --uses[req.wrs[from].target];
+            req.wrs[from].target = t;
+            ++uses[t];
+          }
+        }
+        const std::vector<WrPlan> before = req.wrs;
+        detail::group_by_target(req, targets);
+        SCOPED_TRACE((grouped ? "group, " : "no group, ") + std::to_string(targets) + " targets, " +
+                     std::to_string(count) + " WRs, seed " + std::to_string(seed));
+        ASSERT_EQ(req.wrs.size(), count);
+        bool apart = false;  // some target's WRs not one after another before
+        std::vector<bool> ended(targets, false);
+        for (size_t i = 0; i < count && !apart; ++i) {
+          if (i > 0 && before[i - 1].target != before[i].target) ended[before[i - 1].target] = true;
+          apart = ended[before[i].target];
+        }
+        const bool skipped = count < 3 || targets < 2 || targets > 2 * count + 64 || (!grouped && targets >= count);
+        if (skipped || !apart) {
+          for (size_t i = 0; i < count; ++i) ASSERT_EQ(req.wrs[i].src_offset, before[i].src_offset) << "moved, WR " << i;
+          kept_cases += count >= 3;
+          continue;
+        }
+        ++sorted_cases;
+        sorted_grouped += grouped;
+        for (size_t i = 1; i < count; ++i) {
+          ASSERT_LE(req.wrs[i - 1].target, req.wrs[i].target) << "WR " << i;
+          if (req.wrs[i - 1].target == req.wrs[i].target) {
+            EXPECT_LT(req.wrs[i - 1].src_offset, req.wrs[i].src_offset) << "not stable, WR " << i;
+          }
+        }
+        std::vector<uint64_t> ids;
+        for (const WrPlan& w : req.wrs) {
+          EXPECT_EQ(w.domain, w.src_offset % 4) << "a WR's fields travel together";
+          EXPECT_EQ(w.target, before[w.src_offset].target);
+          ids.push_back(w.src_offset);
+        }
+        std::sort(ids.begin(), ids.end());
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(ids[i], i);
+        // Grouped by domain afterwards, each domain's WRs stay by target.
+        detail::group_by_domain(req, 4);
+        for (uint32_t d = 0; d < 4; ++d) {
+          for (uint32_t i = req.domain_begin[d] + 1; i < req.domain_begin[d + 1]; ++i) {
+            EXPECT_LE(req.wrs[i - 1].target, req.wrs[i].target) << "domain " << d << " WR " << i;
+          }
         }
       }
     }
   }
-  // Many more targets than WRs: not worth a counting array, left as they were.
-  detail::Request few;
-  for (uint32_t i = 0; i < 6; ++i) few.wrs.push_back({0, i % 2 == 0 ? 0u : 999u, i, 0, 1});
-  detail::group_by_target(few, 1000);
-  for (uint32_t i = 0; i < 6; ++i) EXPECT_EQ(few.wrs[i].src_offset, i);
+  EXPECT_GT(sorted_cases - sorted_grouped, 20);
+  EXPECT_GT(sorted_grouped, 20);
+  EXPECT_GT(kept_cases, 20);
+  // The bounds themselves, with targets apart: 6 WRs of a group among 76 members (2 * 6 + 64) are
+  // sorted, among 77 are not; without a group, 3 entries for 4 WRs are sorted, 4 for 4 are not
+  // (they cannot repeat: the engine never makes such a request).
+  auto sorted_after = [](size_t members, std::vector<uint32_t> order, bool grouped) {
+    detail::Request r;
+    if (grouped) r.group = std::make_shared<const PeerGroup::Data>();
+    for (uint32_t i = 0; i < order.size(); ++i) r.wrs.push_back({0, order[i], i, 0, 1});
+    detail::group_by_target(r, members);
+    return std::is_sorted(r.wrs.begin(), r.wrs.end(), [](const WrPlan& a, const WrPlan& b) { return a.target < b.target; });
+  };
+  EXPECT_TRUE(sorted_after(76, {0, 75, 0, 75, 0, 75}, true));
+  EXPECT_FALSE(sorted_after(77, {0, 76, 0, 76, 0, 76}, true));
+  EXPECT_TRUE(sorted_after(3, {0, 2, 1, 0}, false));
+  EXPECT_FALSE(sorted_after(4, {0, 2, 1, 0}, false));
 }
 
 // A recycled request keeps its vectors: one WR on each domain in turn (EngineCore::enqueue does
