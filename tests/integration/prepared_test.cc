@@ -171,6 +171,74 @@ TEST_P(PreparedTest, ScattersToThreeAgentsReusedWithChangingSlices) {
   EXPECT_EQ(engine->stats().requests_submitted, submitted);
 }
 
+// A prepared scatter whose 24 targets take turns among the three members (as MoE dispatch
+// prepares one per expert slot): each submit's WRs are grouped by target, and a member's slices
+// of one length go out as runs. Slices of 2 KiB at changing offsets, some empty (an imm alone,
+// or nothing without one), by peer and by bytes: every slice lands, every imm is counted.
+TEST_P(PreparedTest, ScattersWhoseTargetsTakeTurnsAmongMembersLand) {
+  constexpr size_t kTurnTargets = 24;
+  constexpr uint64_t kTurnWindow = 16 << 10;  // per target, source and destination
+  constexpr uint64_t kSlice = 2048;
+  std::vector<std::unique_ptr<AgentProcess>> agents;
+  std::vector<MrDesc> descs;
+  for (size_t i = 0; i < kPeers; ++i) {
+    agents.push_back(std::make_unique<AgentProcess>(GetParam(), kScatterRegion));
+    ASSERT_TRUE(agents.back()->started());
+    descs.push_back(agents.back()->desc());
+  }
+  auto engine = make_engine();
+  ASSERT_TRUE(engine);
+  SourceBuffer src(*engine, kTurnTargets * kTurnWindow, 53);
+  StopEngineFirst stop_first(engine.get());
+  std::vector<Shadow> shadows(kPeers, Shadow(kScatterRegion));
+  Result<PeerGroup> group = engine->add_peer_group(descs);
+  ASSERT_TRUE(group.ok()) << group.status().to_string();
+  std::vector<PreparedScatterTarget> targets;
+  for (size_t t = 0; t < kTurnTargets; ++t) {
+    // Target t: member t % 3; its destination window the (t / 3)-th of that member's, in reverse.
+    targets.push_back({static_cast<uint32_t>(t % kPeers), t * kTurnWindow, kTurnWindow,
+                       (kTurnTargets / kPeers - 1 - t / kPeers) * kTurnWindow, kTurnWindow});
+  }
+  std::mt19937 rng(GetParam().domains * 53 + 3);
+  std::map<std::pair<size_t, uint32_t>, uint64_t> expected;  // (peer, imm) -> imms
+  for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
+    SCOPED_TRACE(sharding == ScatterSharding::kByPeer ? "by peer" : "by bytes");
+    ScatterTemplate t;
+    t.src = src.reg.handle;
+    t.group = &*group;
+    t.targets = targets;
+    t.sharding = sharding;
+    Result<PreparedScatter> prepared = engine->prepare_scatter(t);
+    ASSERT_TRUE(prepared.ok()) << prepared.status().to_string();
+    const uint32_t imm = sharding == ScatterSharding::kByPeer ? 6000 : 6100;
+    for (int submit = 0; submit < 12; ++submit) {
+      std::vector<ScatterSlice> slices;
+      for (size_t ti = 0; ti < kTurnTargets; ++ti) {
+        const uint64_t length = rng() % 6 == 0 ? 0 : kSlice;
+        const uint64_t offset_in_src = (rng() % (kTurnWindow / kSlice)) * kSlice;
+        const uint64_t offset_in_dst = (rng() % (kTurnWindow / kSlice)) * kSlice;
+        slices.push_back({length, offset_in_src, offset_in_dst});
+        shadows[targets[ti].peer].write(src, targets[ti].src_offset + offset_in_src,
+                                        targets[ti].dst_offset + offset_in_dst, length);
+        expected[{targets[ti].peer, imm}] += imm_count_of_scatter_target(length, sharding, RoundRobin{}, domains());
+      }
+      // One at a time: a later submit may write where an earlier one did.
+      CompletionCounter done;
+      Result<TransferId> id = engine->submit_prepared(*prepared, slices, imm, Completion::counter(done));
+      ASSERT_TRUE(id.ok()) << "submit " << submit << ": " << id.status().to_string();
+      wait_all(done, 1);
+      ASSERT_EQ(done.errors, 0u) << "submit " << submit;
+    }
+  }
+  for (const auto& [key, n] : expected) {
+    const auto& [peer, imm] = key;
+    EXPECT_TRUE(agents[peer]->expect_imms(imm, n)) << "peer " << peer << " imm " << imm << ": "
+                                                    << agents[peer]->count(imm) << " of " << n;
+    EXPECT_EQ(agents[peer]->count(imm), 0u) << "peer " << peer << " imm " << imm;
+  }
+  for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->hash(0, kScatterRegion), shadows[p].hash()) << "peer " << p;
+}
+
 INSTANTIATE_TEST_SUITE_P(Matrix, PreparedTest, ::testing::ValuesIn(provider_matrix()), matrix_name);
 
 }  // namespace

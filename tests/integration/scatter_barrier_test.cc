@@ -1,5 +1,6 @@
 // Scatter (with and without a pre-resolved PeerGroup, by peer and by bytes) and barrier across
 // three target processes.
+#include <map>
 #include <optional>
 
 #include "integration/engine_fixture.h"
@@ -94,9 +95,9 @@ TEST_P(ScatterTest, ByBytesWithPeerGroup) { run({ScatterSharding::kByBytes, true
 
 // Targets naming one peer's region through many descriptors at once: the agent's descriptor
 // (copies of it are one identity to the engine), and separately decoded copies (each another
-// identity: 3 peers x 7 make 21, more than the engine's 16-slot table, so slots collide). Each
-// target's slice lands at its offset, each peer counts its imms, by peer and by bytes; the same
-// request (kept, by const reference) submitted twice delivers twice.
+// identity: 3 peers x 8 make 24 entries, repeated by 48 targets). Each target's slice lands at its
+// offset, each peer counts its imms, by peer and by bytes; the same request (kept, by const
+// reference) submitted twice delivers twice.
 TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
   for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
     Outcomes out(2);
@@ -130,6 +131,90 @@ TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
     EXPECT_TRUE(out.all_ok());
     rig.expect_delivered(37, expected);
   }
+}
+
+// More descriptors than the submit's table of descriptors holds (it has at most 128 slots and
+// probes 8): 3 peers x 81 identities, named by 320 targets, so many find no slot and are checked
+// and kept as entries of their own while the others share theirs (and their WRs are grouped by
+// target). Every slice lands, every imm is counted, twice.
+TEST_P(ScatterTest, MoreDescriptorsThanTheTableHoldsLandAndCount) {
+  Outcomes out(2);
+  ScatterRig rig;
+  ASSERT_NO_FATAL_FAILURE(start(rig, 29));
+  auto& [agents, engine, src, shadows] = rig;
+  constexpr size_t kNames = 81;
+  std::vector<std::vector<MrDesc>> names(kBarrierPeers);  // per peer: its descriptor, then decoded copies
+  for (size_t p = 0; p < kBarrierPeers; ++p) {
+    names[p].push_back(agents[p]->desc());
+    while (names[p].size() < kNames) {
+      Result<MrDesc> decoded = MrDesc::from_bytes(agents[p]->desc().to_bytes());
+      ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+      names[p].push_back(*decoded);
+    }
+  }
+  ScatterRequest req{src->reg.handle, {}, 43, ScatterSharding::kByPeer};
+  std::vector<size_t> peer_of;
+  for (size_t t = 0; t < 320; ++t) {
+    const size_t peer = t % kBarrierPeers;
+    const ScatterTarget target{200 + 64 * (t % 7), 2048 * t, 3000 * t + 5, names[peer][(t / kBarrierPeers) % kNames], 0};
+    req.targets.push_back(target);
+    peer_of.push_back(peer);
+    shadows[peer].write(*src, target.src_offset, target.dst_offset, target.length);
+  }
+  std::vector<uint64_t> expected(kBarrierPeers, 0);
+  for (size_t t = 0; t < req.targets.size(); ++t) expected[peer_of[t]] += 2 * imm_count_of(req, t, domains());
+  ASSERT_TRUE(engine->submit_scatter(req, out.sink(0)).ok());
+  ASSERT_TRUE(engine->submit_scatter(req, out.sink(1)).ok());
+  EXPECT_TRUE(out.all_ok());
+  rig.expect_delivered(43, expected);
+}
+
+// Targets taking turns among the peers (as MoE dispatch names them), one length, destinations
+// apart: their WRs are grouped by target and each peer's go out as runs of WRs that do not
+// continue each other (the ipc domain gathers them). Through descriptors and through a PeerGroup,
+// by peer and by bytes (one rig, one request after another, an imm each): every slice lands,
+// every imm is counted.
+TEST_P(ScatterTest, TargetsTakingTurnsWithOneLengthLandAsRuns) {
+  Outcomes out(4);
+  ScatterRig rig;
+  ASSERT_NO_FATAL_FAILURE(start(rig, 31));
+  auto& [agents, engine, src, shadows] = rig;
+  std::vector<MrDesc> descs;
+  for (auto& a : agents) descs.push_back(a->desc());
+  Result<PeerGroup> group = engine->add_peer_group(descs);
+  ASSERT_TRUE(group.ok()) << group.status().to_string();
+  std::map<uint32_t, std::vector<uint64_t>> expected;  // imm -> per peer
+  size_t request = 0;
+  for (bool use_group : {false, true}) {
+    for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
+      SCOPED_TRACE(std::string(use_group ? "group, " : "descriptors, ") +
+                   (sharding == ScatterSharding::kByPeer ? "by peer" : "by bytes"));
+      const uint32_t imm = 47 + static_cast<uint32_t>(request);
+      ScatterRequest req{src->reg.handle, {}, imm, sharding};
+      if (use_group) req.group = &*group;
+      std::vector<uint64_t>& counts = expected[imm];
+      counts.assign(kBarrierPeers, 0);
+      for (size_t t = 0; t < 60; ++t) {
+        const size_t peer = t % kBarrierPeers;
+        // 4 KiB each; a peer's slices 36 KiB apart in reverse order, sources 8 KiB apart (each
+        // request's at another quarter of the source).
+        ScatterTarget target{4096, 8192 * t + 1024 * request, 12288 * (59 - t) + 64 * peer, MrDesc(), 0};
+        if (use_group) {
+          target.peer = static_cast<uint32_t>(peer);
+        } else {
+          target.dst = descs[peer];
+        }
+        req.targets.push_back(target);
+        shadows[peer].write(*src, target.src_offset, target.dst_offset, target.length);
+        counts[peer] += imm_count_of(req, t, domains());
+      }
+      ASSERT_TRUE(engine->submit_scatter(req, out.sink(request)).ok());
+      ASSERT_TRUE(out.wait_until(request + 1, bounds::kRequests)) << "request " << request;
+      ++request;
+    }
+  }
+  EXPECT_TRUE(out.all_ok());
+  for (const auto& [imm, counts] : expected) rig.expect_delivered(imm, counts);
 }
 
 // A barrier delivers exactly one imm to each peer and completes once.
