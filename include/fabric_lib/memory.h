@@ -14,6 +14,10 @@
 
 namespace fabric_lib {
 
+namespace detail {
+class MrDescFields;
+}  // namespace detail
+
 // What peers may do with a registered region. Local use (as the source of writes and sends) is
 // always allowed.
 enum class Access : uint8_t {
@@ -129,6 +133,7 @@ class MrDesc {
   friend bool operator==(const MrDesc& a, const MrDesc& b);
 
  private:
+  friend class detail::MrDescFields;  // the engine's hot path reads the fields inline
   struct Data;
   std::shared_ptr<const Data> data_;
 };

@@ -1,18 +1,10 @@
 #include <limits>
 
+#include "base/mr_desc_fields.h"
 #include "fabric_lib/byte_codec.h"
 #include "fabric_lib/memory.h"
 
 namespace fabric_lib {
-
-struct MrDesc::Data {
-  TransportKind transport;
-  MemoryKind kind;
-  uint64_t ptr;
-  uint64_t length;
-  Access access;
-  std::vector<MrDomainEntry> domains;
-};
 
 namespace {
 

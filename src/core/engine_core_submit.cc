@@ -9,6 +9,7 @@
 
 #include "base/identity_slot.h"
 #include "base/largest_index.h"
+#include "base/mr_desc_fields.h"
 #include "core/engine_core.h"
 #include "core/peer_group_data.h"
 #include "core/range_checks.h"
@@ -16,19 +17,20 @@
 namespace fabric_lib::detail {
 
 Status EngineCore::check_remote(const MrDesc& desc, uint64_t offset, uint64_t length, size_t group) const {
-  if (desc.empty()) return invalid_argument("empty destination descriptor");
-  if (desc.transport() != workers_[group]->infos()[0].transport) {
+  const MrDescFields::Data* d = MrDescFields::of(desc);  // read inline: this runs per scatter target
+  if (!d) return invalid_argument("empty destination descriptor");
+  if (d->transport != workers_[group]->infos()[0].transport) {
     return invalid_argument("destination descriptor is of another transport");
   }
-  if (desc.num_domains() != num_domains()) {
-    return invalid_argument("destination descriptor comes from a group of " + std::to_string(desc.num_domains()) +
+  if (d->domains.size() != num_domains()) {
+    return invalid_argument("destination descriptor comes from a group of " + std::to_string(d->domains.size()) +
                             " domains; this engine has " + std::to_string(num_domains()) + " per group");
   }
-  if (!has_access(desc.access(), Access::kRemoteWrite)) {
+  if (!has_access(d->access, Access::kRemoteWrite)) {
     return invalid_argument("destination region is not registered for remote writes");
   }
-  if (!fits(offset, length, desc.length())) {
-    return out_of_range("destination range " + range_text(offset, length, desc.length()));
+  if (!fits(offset, length, d->length)) {
+    return out_of_range("destination range " + range_text(offset, length, d->length));
   }
   return ok_status();
 }
@@ -282,7 +284,7 @@ Result<TransferId> EngineCore::submit_scatter(const ScatterRequest& request,
     }
     Status s = check_remote(target.dst, target.dst_offset, target.length, group);
     if (!s.ok()) return Status(s.code(), where() + s.message());
-    if (seen) *seen = {identity, DescTable::kNoEntry, target.dst.length()};
+    if (seen) *seen = {identity, DescTable::kNoEntry, MrDescFields::of(target.dst)->length};  // checked: not empty
   }
   RequestPool::Ptr r = take_request(std::move(done), std::move(src), request.imm);
   if (!r) return RequestPool::too_many_requests();

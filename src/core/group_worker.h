@@ -211,6 +211,10 @@ class GroupWorker {
   bool post_pending(size_t d);
   // The bookkeeping of `wrs` WRs just posted to `peer` on domain `e` under `record`.
   void note_posted(WrRecord* record, PeerEntry& peer, size_t e, uint32_t wrs);
+  // note_posted's two halves: the record, path, domain and peer counts; the domain's and op's
+  // metrics (once per batch of a request's WRs).
+  void note_posted_on_path(WrRecord* record, PeerEntry& peer, size_t e, uint32_t wrs);
+  void count_posted(size_t e, uint8_t op, uint32_t wrs);
   // A record for WRs of `r` to `peer` on domain `e`, posted now (its bytes and count are the caller's).
   WrRecord* new_record(Request& r, PeerEntry& peer, size_t e);
   transport::PostResult post_one(size_t d, Stream& stream, Status* error);

@@ -5,6 +5,7 @@
 // one watchdog bracket), within the pass budget (post_pending).
 #include <algorithm>
 
+#include "base/mr_desc_fields.h"
 #include "core/group_worker.h"
 
 namespace fabric_lib::detail {
@@ -75,7 +76,7 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
   } else {
     const planner::WrPlan w = r.plan_at(s.next);
     record->bytes = w.length;
-    const transport::WriteWr wr = write_wr(r, w, r.target_desc(w.target).domain(e), e, *handle, record);
+    const transport::WriteWr wr = write_wr(r, w, MrDescFields::domain(r.target_desc(w.target), e), e, *handle, record);
     result = ds.domain->post_write(wr, error);
   }
   Path& path = peer.paths[e];
@@ -92,22 +93,29 @@ transport::PostResult GroupWorker::post_one(size_t d, Stream& s, Status* error) 
 }
 
 void GroupWorker::note_posted(WrRecord* record, PeerEntry& peer, size_t e, uint32_t wrs) {
+  note_posted_on_path(record, peer, e, wrs);
+  count_posted(e, record->op, wrs);
+}
+
+void GroupWorker::note_posted_on_path(WrRecord* record, PeerEntry& peer, size_t e, uint32_t wrs) {
   Path& path = peer.paths[e];
-  DomainState& ds = domains_[e];
   record->outstanding = wrs;
   peers_.op_posted(peer, e, wrs);
   if (path.inflight == 0) path.last_progress_ns = clock_ns_;  // the posting thread's fresh clock read
   path.inflight += wrs;
   path.wrs.push(record);
-  ds.inflight += wrs;
-  DomainCells& cells = metrics_.domain(e);
-  cells.wrs_posted.add(wrs);
-  cells.inflight.set(ds.inflight);
-  metrics_.op(record->op).wrs_posted.add(wrs);
+  domains_[e].inflight += wrs;
   if (peer.metrics) {
     peer.metrics->wrs_posted.add(wrs);
     peer.metrics->inflight.add(wrs);
   }
+}
+
+void GroupWorker::count_posted(size_t e, uint8_t op, uint32_t wrs) {
+  DomainCells& cells = metrics_.domain(e);
+  cells.wrs_posted.add(wrs);
+  cells.inflight.set(domains_[e].inflight);
+  metrics_.op(op).wrs_posted.add(wrs);
 }
 
 size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::PostResult* result, Status* error) {
@@ -135,7 +143,7 @@ size_t GroupWorker::post_run(size_t d, Stream& s, size_t max_wrs, transport::Pos
   if (!handle.ok()) return 0;
   WrRecord* record = new_record(r, peer, d);
   record->bytes = length;
-  const MrDomainEntry& dst = r.target_desc(target).domain(d);
+  const MrDomainEntry& dst = MrDescFields::domain(r.target_desc(target), d);
   size_t n = 0;
   if (r.paged) {
     // The page list itself: no WriteWr per page on this side (Domain::post_pages).
@@ -201,7 +209,7 @@ size_t GroupWorker::post_batch(size_t d, Stream& s, size_t max_wrs, transport::P
     WrRecord* record = new_record(r, peer, d);
     const planner::WrPlan w = r.plan_at(i);
     record->bytes = w.length;
-    run_wrs_[k] = write_wr(r, w, r.target_desc(w.target).domain(d), d, *handle, record);
+    run_wrs_[k] = write_wr(r, w, MrDescFields::domain(r.target_desc(w.target), d), d, *handle, record);
     batch_records_[k] = record;
     ++path.inflight;
   }
@@ -211,8 +219,9 @@ size_t GroupWorker::post_batch(size_t d, Stream& s, size_t max_wrs, transport::P
   for (size_t j = 0; j < n; ++j) {
     WrRecord* record = batch_records_[j];
     record->peer->paths[d].blocked_since_ns = 0;
-    note_posted(record, *record->peer, d, 1);
+    note_posted_on_path(record, *record->peer, d, 1);
   }
+  if (n > 0) count_posted(d, r.op, static_cast<uint32_t>(n));  // the batch's WRs are all r's
   if (n < k && k >= 2 && *result == transport::PostResult::kAgain) {
     Path& path = batch_records_[n]->peer->paths[d];
     if (path.blocked_since_ns == 0) path.blocked_since_ns = monotonic_ns();
