@@ -101,21 +101,55 @@ const std::vector<PreparedScatterTarget> kTargets = {
     {1, 3 * kWindow, kWindow, 1 << 20, kWindow},
 };
 
-TEST_P(PreparedTest, ScattersToThreeAgentsReusedWithChangingSlices) {
+// What a prepared-scatter test starts from: kPeers agents with kScatterRegion-byte regions, their
+// PeerGroup, an engine (stopped first when the rig goes), a patterned source and a shadow of each
+// agent's region. Members in this order: destroyed in reverse, the engine stops before the source
+// it writes from is unregistered.
+struct PreparedScatterRig {
   std::vector<std::unique_ptr<AgentProcess>> agents;
+  std::unique_ptr<TransferEngine> engine;
+  std::optional<SourceBuffer> src;
+  std::optional<StopEngineFirst> stop_first;
+  std::vector<Shadow> shadows = std::vector<Shadow>(kPeers, Shadow(kScatterRegion));
+  PeerGroup group;
+};
+
+// Starts the rig: agents on `param`, `engine` (made for `param`), a source of `src_bytes` from `seed`.
+void start(PreparedScatterRig& rig, const ProviderConfig& param, std::unique_ptr<TransferEngine> engine,
+           uint64_t src_bytes, uint64_t seed) {
   std::vector<MrDesc> descs;
   for (size_t i = 0; i < kPeers; ++i) {
-    agents.push_back(std::make_unique<AgentProcess>(GetParam(), kScatterRegion));
-    ASSERT_TRUE(agents.back()->started());
-    descs.push_back(agents.back()->desc());
+    rig.agents.push_back(std::make_unique<AgentProcess>(param, kScatterRegion));
+    ASSERT_TRUE(rig.agents.back()->started());
+    descs.push_back(rig.agents.back()->desc());
   }
-  auto engine = make_engine();
-  ASSERT_TRUE(engine);
-  SourceBuffer src(*engine, kTargets.size() * kWindow, 41);
-  StopEngineFirst stop_first(engine.get());
-  std::vector<Shadow> shadows(kPeers, Shadow(kScatterRegion));
-  Result<PeerGroup> group = engine->add_peer_group(descs);
+  rig.engine = std::move(engine);
+  ASSERT_TRUE(rig.engine);
+  rig.src.emplace(*rig.engine, src_bytes, seed);
+  rig.stop_first.emplace(rig.engine.get());
+  Result<PeerGroup> group = rig.engine->add_peer_group(descs);
   ASSERT_TRUE(group.ok()) << group.status().to_string();
+  rig.group = *group;
+}
+
+// Each (peer, imm) counted exactly its expected imms (then nothing left over), every region equal
+// to its shadow.
+void expect_delivered(const PreparedScatterRig& rig, const std::map<std::pair<size_t, uint32_t>, uint64_t>& expected) {
+  for (const auto& [key, n] : expected) {
+    const auto& [peer, imm] = key;
+    EXPECT_TRUE(rig.agents[peer]->expect_imms(imm, n)) << "peer " << peer << " imm " << imm << ": "
+                                                        << rig.agents[peer]->count(imm) << " of " << n;
+    EXPECT_EQ(rig.agents[peer]->count(imm), 0u) << "peer " << peer << " imm " << imm;
+  }
+  for (size_t p = 0; p < kPeers; ++p) {
+    EXPECT_EQ(rig.agents[p]->hash(0, kScatterRegion), rig.shadows[p].hash()) << "peer " << p;
+  }
+}
+
+TEST_P(PreparedTest, ScattersToThreeAgentsReusedWithChangingSlices) {
+  PreparedScatterRig rig;
+  ASSERT_NO_FATAL_FAILURE(start(rig, GetParam(), make_engine(), kTargets.size() * kWindow, 41));
+  auto& [agents, engine, src, stop_first, shadows, group] = rig;
 
   std::mt19937 rng(GetParam().domains * 131 + 7);
   std::map<std::pair<size_t, uint32_t>, uint64_t> expected;  // (peer, imm) -> imms
@@ -123,8 +157,8 @@ TEST_P(PreparedTest, ScattersToThreeAgentsReusedWithChangingSlices) {
   for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
     SCOPED_TRACE(sharding == ScatterSharding::kByPeer ? "by peer" : "by bytes");
     ScatterTemplate t;
-    t.src = src.reg.handle;
-    t.group = &*group;
+    t.src = src->reg.handle;
+    t.group = &group;
     t.targets = kTargets;
     t.sharding = sharding;
     Result<PreparedScatter> prepared = engine->prepare_scatter(t);
@@ -146,7 +180,7 @@ TEST_P(PreparedTest, ScattersToThreeAgentsReusedWithChangingSlices) {
           const uint64_t offset_in_dst = k * kSlot + in_slot;
           const uint64_t offset_in_src = rng() % (kWindow - length + 1);
           slices.push_back({length, offset_in_src, offset_in_dst});
-          shadows[target.peer].write(src, target.src_offset + offset_in_src, target.dst_offset + offset_in_dst, length);
+          shadows[target.peer].write(*src, target.src_offset + offset_in_src, target.dst_offset + offset_in_dst, length);
         }
         const uint32_t imm = imm_base + static_cast<uint32_t>(i % 3);
         for (size_t ti = 0; ti < kTargets.size(); ++ti) {
@@ -161,13 +195,7 @@ TEST_P(PreparedTest, ScattersToThreeAgentsReusedWithChangingSlices) {
       ASSERT_EQ(done.errors, 0u);
     }
   }
-  for (const auto& [key, n] : expected) {
-    const auto& [peer, imm] = key;
-    EXPECT_TRUE(agents[peer]->expect_imms(imm, n)) << "peer " << peer << " imm " << imm << ": "
-                                                    << agents[peer]->count(imm) << " of " << n;
-    EXPECT_EQ(agents[peer]->count(imm), 0u) << "peer " << peer << " imm " << imm;
-  }
-  for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->hash(0, kScatterRegion), shadows[p].hash()) << "peer " << p;
+  expect_delivered(rig, expected);
   EXPECT_EQ(engine->stats().requests_submitted, submitted);
 }
 
@@ -179,20 +207,9 @@ TEST_P(PreparedTest, ScattersWhoseTargetsTakeTurnsAmongMembersLand) {
   constexpr size_t kTurnTargets = 24;
   constexpr uint64_t kTurnWindow = 16 << 10;  // per target, source and destination
   constexpr uint64_t kSlice = 2048;
-  std::vector<std::unique_ptr<AgentProcess>> agents;
-  std::vector<MrDesc> descs;
-  for (size_t i = 0; i < kPeers; ++i) {
-    agents.push_back(std::make_unique<AgentProcess>(GetParam(), kScatterRegion));
-    ASSERT_TRUE(agents.back()->started());
-    descs.push_back(agents.back()->desc());
-  }
-  auto engine = make_engine();
-  ASSERT_TRUE(engine);
-  SourceBuffer src(*engine, kTurnTargets * kTurnWindow, 53);
-  StopEngineFirst stop_first(engine.get());
-  std::vector<Shadow> shadows(kPeers, Shadow(kScatterRegion));
-  Result<PeerGroup> group = engine->add_peer_group(descs);
-  ASSERT_TRUE(group.ok()) << group.status().to_string();
+  PreparedScatterRig rig;
+  ASSERT_NO_FATAL_FAILURE(start(rig, GetParam(), make_engine(), kTurnTargets * kTurnWindow, 53));
+  auto& [agents, engine, src, stop_first, shadows, group] = rig;
   std::vector<PreparedScatterTarget> targets;
   for (size_t t = 0; t < kTurnTargets; ++t) {
     // Target t: member t % 3; its destination window the (t / 3)-th of that member's, in reverse.
@@ -204,8 +221,8 @@ TEST_P(PreparedTest, ScattersWhoseTargetsTakeTurnsAmongMembersLand) {
   for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
     SCOPED_TRACE(sharding == ScatterSharding::kByPeer ? "by peer" : "by bytes");
     ScatterTemplate t;
-    t.src = src.reg.handle;
-    t.group = &*group;
+    t.src = src->reg.handle;
+    t.group = &group;
     t.targets = targets;
     t.sharding = sharding;
     Result<PreparedScatter> prepared = engine->prepare_scatter(t);
@@ -218,7 +235,7 @@ TEST_P(PreparedTest, ScattersWhoseTargetsTakeTurnsAmongMembersLand) {
         const uint64_t offset_in_src = (rng() % (kTurnWindow / kSlice)) * kSlice;
         const uint64_t offset_in_dst = (rng() % (kTurnWindow / kSlice)) * kSlice;
         slices.push_back({length, offset_in_src, offset_in_dst});
-        shadows[targets[ti].peer].write(src, targets[ti].src_offset + offset_in_src,
+        shadows[targets[ti].peer].write(*src, targets[ti].src_offset + offset_in_src,
                                         targets[ti].dst_offset + offset_in_dst, length);
         expected[{targets[ti].peer, imm}] += imm_count_of_scatter_target(length, sharding, RoundRobin{}, domains());
       }
@@ -230,13 +247,7 @@ TEST_P(PreparedTest, ScattersWhoseTargetsTakeTurnsAmongMembersLand) {
       ASSERT_EQ(done.errors, 0u) << "submit " << submit;
     }
   }
-  for (const auto& [key, n] : expected) {
-    const auto& [peer, imm] = key;
-    EXPECT_TRUE(agents[peer]->expect_imms(imm, n)) << "peer " << peer << " imm " << imm << ": "
-                                                    << agents[peer]->count(imm) << " of " << n;
-    EXPECT_EQ(agents[peer]->count(imm), 0u) << "peer " << peer << " imm " << imm;
-  }
-  for (size_t p = 0; p < kPeers; ++p) EXPECT_EQ(agents[p]->hash(0, kScatterRegion), shadows[p].hash()) << "peer " << p;
+  expect_delivered(rig, expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, PreparedTest, ::testing::ValuesIn(provider_matrix()), matrix_name);

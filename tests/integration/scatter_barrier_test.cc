@@ -45,6 +45,32 @@ class ScatterTest : public EngineTest {
     rig.src.emplace(*rig.engine, kRegion, seed);
   }
 
+  // Per peer: its agent's descriptor, then decoded copies of it (each another identity to the
+  // engine), `per_peer` names in all.
+  void name_peers(const ScatterRig& rig, size_t per_peer, std::vector<std::vector<MrDesc>>& names) {
+    names.assign(kBarrierPeers, {});
+    for (size_t p = 0; p < kBarrierPeers; ++p) {
+      names[p].push_back(rig.agents[p]->desc());
+      while (names[p].size() < per_peer) {
+        Result<MrDesc> decoded = MrDesc::from_bytes(rig.agents[p]->desc().to_bytes());
+        ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+        names[p].push_back(*decoded);
+      }
+    }
+  }
+
+  // Submits `req` (kept, by const reference) twice and checks both deliveries: every slice in
+  // place, and each peer (target t's is peer_of[t]) counting twice its targets' imms.
+  void submit_twice_and_check(ScatterRig& rig, const ScatterRequest& req, const std::vector<size_t>& peer_of) {
+    Outcomes out(2);
+    std::vector<uint64_t> expected(kBarrierPeers, 0);
+    for (size_t t = 0; t < req.targets.size(); ++t) expected[peer_of[t]] += 2 * imm_count_of(req, t, domains());
+    ASSERT_TRUE(rig.engine->submit_scatter(req, out.sink(0)).ok());
+    ASSERT_TRUE(rig.engine->submit_scatter(req, out.sink(1)).ok());
+    EXPECT_TRUE(out.all_ok());
+    rig.expect_delivered(*req.imm, expected);
+  }
+
   void run(const ScatterCase& sc) {
     Outcomes out(1);  // before the engine, which may call it until stopped
     ScatterRig rig;
@@ -100,20 +126,11 @@ TEST_P(ScatterTest, ByBytesWithPeerGroup) { run({ScatterSharding::kByBytes, true
 // reference) submitted twice delivers twice.
 TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
   for (ScatterSharding sharding : {ScatterSharding::kByPeer, ScatterSharding::kByBytes}) {
-    Outcomes out(2);
     ScatterRig rig;
     ASSERT_NO_FATAL_FAILURE(start(rig, 23));
-    auto& [agents, engine, src, shadows] = rig;
-    std::vector<std::vector<MrDesc>> names(kBarrierPeers);  // per peer: its descriptor, then 7 decoded copies
-    for (size_t p = 0; p < kBarrierPeers; ++p) {
-      names[p].push_back(agents[p]->desc());
-      for (int k = 0; k < 7; ++k) {
-        Result<MrDesc> decoded = MrDesc::from_bytes(agents[p]->desc().to_bytes());
-        ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
-        names[p].push_back(*decoded);
-      }
-    }
-    ScatterRequest req{src->reg.handle, {}, 37, sharding};
+    std::vector<std::vector<MrDesc>> names;
+    ASSERT_NO_FATAL_FAILURE(name_peers(rig, 8, names));
+    ScatterRequest req{rig.src->reg.handle, {}, 37, sharding};
     std::vector<size_t> peer_of;
     for (size_t t = 0; t < 48; ++t) {
       const size_t peer = (t * 5) % kBarrierPeers;
@@ -121,15 +138,9 @@ TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
       const ScatterTarget target{length, 4096 * t, 9000 * t + 13, names[peer][(t / kBarrierPeers) % names[peer].size()], 0};
       req.targets.push_back(target);
       peer_of.push_back(peer);
-      shadows[peer].write(*src, target.src_offset, target.dst_offset, target.length);
+      rig.shadows[peer].write(*rig.src, target.src_offset, target.dst_offset, target.length);
     }
-    std::vector<uint64_t> expected(kBarrierPeers, 0);
-    for (size_t t = 0; t < req.targets.size(); ++t) expected[peer_of[t]] += 2 * imm_count_of(req, t, domains());
-
-    ASSERT_TRUE(engine->submit_scatter(req, out.sink(0)).ok());
-    ASSERT_TRUE(engine->submit_scatter(req, out.sink(1)).ok());
-    EXPECT_TRUE(out.all_ok());
-    rig.expect_delivered(37, expected);
+    ASSERT_NO_FATAL_FAILURE(submit_twice_and_check(rig, req, peer_of));
   }
 }
 
@@ -138,35 +149,21 @@ TEST_P(ScatterTest, ManyDescriptorsOfFewPeersLandAndCount) {
 // and kept as entries of their own while the others share theirs (and their WRs are grouped by
 // target). Every slice lands, every imm is counted, twice.
 TEST_P(ScatterTest, MoreDescriptorsThanTheTableHoldsLandAndCount) {
-  Outcomes out(2);
   ScatterRig rig;
   ASSERT_NO_FATAL_FAILURE(start(rig, 29));
-  auto& [agents, engine, src, shadows] = rig;
   constexpr size_t kNames = 81;
-  std::vector<std::vector<MrDesc>> names(kBarrierPeers);  // per peer: its descriptor, then decoded copies
-  for (size_t p = 0; p < kBarrierPeers; ++p) {
-    names[p].push_back(agents[p]->desc());
-    while (names[p].size() < kNames) {
-      Result<MrDesc> decoded = MrDesc::from_bytes(agents[p]->desc().to_bytes());
-      ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
-      names[p].push_back(*decoded);
-    }
-  }
-  ScatterRequest req{src->reg.handle, {}, 43, ScatterSharding::kByPeer};
+  std::vector<std::vector<MrDesc>> names;
+  ASSERT_NO_FATAL_FAILURE(name_peers(rig, kNames, names));
+  ScatterRequest req{rig.src->reg.handle, {}, 43, ScatterSharding::kByPeer};
   std::vector<size_t> peer_of;
   for (size_t t = 0; t < 320; ++t) {
     const size_t peer = t % kBarrierPeers;
     const ScatterTarget target{200 + 64 * (t % 7), 2048 * t, 3000 * t + 5, names[peer][(t / kBarrierPeers) % kNames], 0};
     req.targets.push_back(target);
     peer_of.push_back(peer);
-    shadows[peer].write(*src, target.src_offset, target.dst_offset, target.length);
+    rig.shadows[peer].write(*rig.src, target.src_offset, target.dst_offset, target.length);
   }
-  std::vector<uint64_t> expected(kBarrierPeers, 0);
-  for (size_t t = 0; t < req.targets.size(); ++t) expected[peer_of[t]] += 2 * imm_count_of(req, t, domains());
-  ASSERT_TRUE(engine->submit_scatter(req, out.sink(0)).ok());
-  ASSERT_TRUE(engine->submit_scatter(req, out.sink(1)).ok());
-  EXPECT_TRUE(out.all_ok());
-  rig.expect_delivered(43, expected);
+  ASSERT_NO_FATAL_FAILURE(submit_twice_and_check(rig, req, peer_of));
 }
 
 // Targets taking turns among the peers (as MoE dispatch names them), one length, destinations
